@@ -1,0 +1,33 @@
+# The two commands of the README: `make run` and `make test`.
+# The first call creates .venv and installs the project from constraints.txt;
+# later calls reuse it (reinstalling only when pyproject.toml or constraints.txt change).
+
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+
+.PHONY: run test benchmark lock clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	@touch $@
+
+run: $(STAMP)
+	$(BIN)/pll run
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+benchmark: $(STAMP)
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+# Refresh constraints.txt from the current environment (after changing dependencies).
+lock: $(STAMP)
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
+
+clean:
+	rm -rf $(VENV) mlruns mlartifacts mlflow.db .pytest_cache

@@ -1,0 +1,108 @@
+"""The ``pll`` command line: run pipelines, list data sets."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
+from pll.errors import PllError
+
+
+class _HideInputErrors(logging.Filter):
+    """Keep tracebacks of bad-input errors out of the log: the CLI reports them in one line."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, PllError)
+
+
+def _quiet_input_errors():
+    hide = _HideInputErrors()
+    for name in ("prefect", "prefect.flow_runs", "prefect.task_runs", "prefect.flow_engine", "prefect.task_engine"):
+        logging.getLogger(name).addFilter(hide)
+
+
+def _json_arg(text):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="pll", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the pipeline once and log it to MLflow")
+    run.add_argument("--dataset", default="digits", help="built-in name or path (default: digits)")
+    run.add_argument("--noise", default="auto", help="noise model: auto, none, uniform, class_dependent, ...")
+    run.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--methods", default=None, help="comma-separated methods (default: all)")
+    run.add_argument("--method-params", type=_json_arg, default=None,
+                     help='JSON per method, e.g. \'{"pl_knn": {"n_neighbors": 5}}\'')
+    run.add_argument("--features", default="minmax", help="feature pipeline (default: minmax)")
+    run.add_argument("--knn-backend", default="exact", help="kNN backend (default: exact)")
+    run.add_argument("--knn-options", type=_json_arg, default=None, help="JSON options of the kNN backend")
+    run.add_argument("--tracking-uri", default=None,
+                     help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    run.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
+    sub.add_parser("serve", help="serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
+    return parser
+
+
+def cmd_serve(args):
+    from .serve import serve_all
+
+    serve_all()
+    return 0
+
+
+def cmd_run(args):
+    from pll.methods import METHODS
+    from pll.tables import markdown_table
+    from tasks.tracking import ui_command
+
+    from .pipeline import pipeline
+
+    methods = args.methods.split(",") if args.methods else list(METHODS)
+    result = pipeline(
+        dataset=args.dataset,
+        noise=args.noise,
+        noise_params=args.noise_params,
+        seed=args.seed,
+        methods=methods,
+        method_params=args.method_params,
+        features=args.features,
+        knn_backend=args.knn_backend,
+        knn_options=args.knn_options,
+        tracking_uri=args.tracking_uri,
+        experiment=args.experiment,
+    )
+    table = result["metrics"]
+    columns = ["method", "reject", "accuracy", "rejection_rate", "covered_accuracy", "risk_0.00", "risk_0.10", "risk_0.20"]
+    print()
+    print(markdown_table(table[[c for c in columns if c in table.columns]]))
+    print(f"MLflow experiment: {result['experiment']}   run: {result['run_id']}")
+    print(f"Tracking store:    {result['tracking_uri']}")
+    print(f"Open the UI with:  {ui_command(result['tracking_uri'])}")
+    return 0
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    _quiet_input_errors()
+    try:
+        return {"run": cmd_run, "serve": cmd_serve}[args.command](args)
+    except PllError as exc:
+        print(f"pll: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The partial-label data set type and its validation."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InvalidDataError
+
+
+@dataclass(frozen=True, eq=False)
+class PartialLabelDataset:
+    """Features, candidate bags and (optionally) true labels of ``n`` rows.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n, d), float64
+        Finite features.
+    S : ndarray of shape (n, l), bool
+        ``S[i, c]`` is True when class ``c`` is a candidate label of row ``i``.
+    y : ndarray of shape (n,), int64, or None
+        Index of each row's true class, when known (for evaluation only).
+    classes : ndarray of shape (l,)
+        Class names, in column order of ``S``.
+    name : str
+        Where the data came from (a built-in name or a file name).
+    allow_empty_bags : bool
+        Accept rows whose bag is empty (noisy partial labels).
+    allow_true_label_outside : bool
+        Accept rows whose true label is not in their bag (noisy partial labels).
+    info : dict
+        What a loader found out about the source (format, dropped features, ...).
+    """
+
+    X: np.ndarray
+    S: np.ndarray
+    y: np.ndarray | None
+    classes: np.ndarray
+    name: str
+    allow_empty_bags: bool = False
+    allow_true_label_outside: bool = False
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        X, S, y, classes = validate_arrays(
+            self.X,
+            self.S,
+            self.y,
+            self.classes,
+            source=self.name,
+            allow_empty_bags=self.allow_empty_bags,
+            allow_true_label_outside=self.allow_true_label_outside,
+        )
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "S", S)
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "classes", classes)
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def n_classes(self) -> int:
+        return self.S.shape[1]
+
+    def with_bags(self, S, *, allow_empty_bags=None, allow_true_label_outside=None, **info):
+        """A copy with new candidate bags (for example after noise injection)."""
+        return PartialLabelDataset(
+            self.X,
+            S,
+            self.y,
+            self.classes,
+            self.name,
+            allow_empty_bags=self.allow_empty_bags if allow_empty_bags is None else allow_empty_bags,
+            allow_true_label_outside=(
+                self.allow_true_label_outside
+                if allow_true_label_outside is None
+                else allow_true_label_outside
+            ),
+            info={**self.info, **info},
+        )
+
+    def subset(self, rows):
+        """A copy restricted to ``rows`` (an index array or a boolean mask)."""
+        return PartialLabelDataset(
+            self.X[rows],
+            self.S[rows],
+            None if self.y is None else self.y[rows],
+            self.classes,
+            self.name,
+            allow_empty_bags=self.allow_empty_bags,
+            allow_true_label_outside=self.allow_true_label_outside,
+            info=dict(self.info),
+        )
+
+    def fingerprint(self) -> str:
+        """A short hash of the contents, recorded with every run."""
+        h = hashlib.sha256()
+        for part in (self.X, self.S, self.y if self.y is not None else np.empty(0)):
+            h.update(str(part.shape).encode())
+            h.update(np.ascontiguousarray(part).tobytes())
+        h.update("\x1f".join(map(str, self.classes)).encode())
+        return h.hexdigest()[:16]
+
+    def summary(self) -> dict:
+        """Rows, features, classes and bag statistics, as logged with every run."""
+        bag_sizes = self.S.sum(axis=1)
+        out = {
+            "name": self.name,
+            "rows": int(self.n_rows),
+            "features": int(self.n_features),
+            "classes": int(self.n_classes),
+            "class_names": [str(c) for c in self.classes],
+            "average_bag_size": float(bag_sizes.mean()) if self.n_rows else 0.0,
+            "max_bag_size": int(bag_sizes.max()) if self.n_rows else 0,
+            "single_candidate_rows": int((bag_sizes == 1).sum()),
+            "empty_bags": int((bag_sizes == 0).sum()),
+            "has_true_labels": self.y is not None,
+            "fingerprint": self.fingerprint(),
+        }
+        if self.y is not None:
+            inside = self.S[np.arange(self.n_rows), self.y]
+            out["true_label_outside_bag"] = int((~inside).sum())
+        out.update(self.info)
+        return out
+
+
+def validate_arrays(
+    X,
+    S,
+    y,
+    classes,
+    *,
+    source="data",
+    allow_empty_bags=False,
+    allow_true_label_outside=False,
+):
+    """Check and normalise the arrays of a data set; raise InvalidDataError naming the problem."""
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDataError(f"{source}: features are not numeric ({exc})") from None
+    if X.ndim != 2:
+        raise InvalidDataError(f"{source}: features must be a 2-d array, got shape {X.shape}")
+    n = X.shape[0]
+    if n == 0:
+        raise InvalidDataError(f"{source}: the data set has no rows")
+    bad = ~np.isfinite(X)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise InvalidDataError(
+            f"{source}: {int(bad.sum())} feature value(s) are NaN or infinite "
+            f"(first at row {row}, feature {col})"
+        )
+    S = np.asarray(S)
+    if S.ndim != 2:
+        raise InvalidDataError(f"{source}: candidate bags must be a 2-d array, got shape {S.shape}")
+    if S.shape[0] != n:
+        raise InvalidDataError(
+            f"{source}: {n} feature rows but {S.shape[0]} candidate bags (row counts differ)"
+        )
+    if S.dtype != bool:
+        if not np.isin(S, (0, 1)).all():
+            raise InvalidDataError(f"{source}: candidate bags must hold only 0/1 values")
+        S = S.astype(bool)
+    classes = np.asarray(classes)
+    if classes.ndim != 1 or classes.shape[0] != S.shape[1]:
+        raise InvalidDataError(
+            f"{source}: {S.shape[1]} bag columns but {classes.size} class names"
+        )
+    if S.shape[1] < 3:
+        raise InvalidDataError(
+            f"{source}: partial-label learning needs at least three classes, found {S.shape[1]}"
+        )
+    if len(set(map(str, classes))) != classes.size:
+        raise InvalidDataError(f"{source}: class names are not unique")
+    empty = ~S.any(axis=1)
+    if empty.any() and not allow_empty_bags:
+        raise InvalidDataError(
+            f"{source}: {int(empty.sum())} row(s) have an empty candidate bag "
+            f"(first at row {int(np.argmax(empty))}); enable empty bags for noisy partial labels"
+        )
+    if y is not None:
+        y = np.asarray(y)
+        if y.shape != (n,):
+            raise InvalidDataError(f"{source}: {n} rows but {y.size} true labels (row counts differ)")
+        if not np.issubdtype(y.dtype, np.integer):
+            raise InvalidDataError(f"{source}: true labels must be class indices (integers)")
+        y = y.astype(np.int64)
+        out = (y < 0) | (y >= S.shape[1])
+        if out.any():
+            raise InvalidDataError(
+                f"{source}: true label {int(y[out][0])} at row {int(np.argmax(out))} "
+                f"is not a class index in [0, {S.shape[1]})"
+            )
+        outside = ~S[np.arange(n), y]
+        if outside.any() and not allow_true_label_outside:
+            raise InvalidDataError(
+                f"{source}: the true label of {int(outside.sum())} row(s) is not in its bag "
+                f"(first at row {int(np.argmax(outside))}); allowed only for noisy partial labels"
+            )
+    return X, S, y, classes

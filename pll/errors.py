@@ -1,0 +1,35 @@
+"""Typed errors for bad input.
+
+Every error the project raises because of what a caller passed in derives from
+:class:`PllError`, so a command-line front end can turn it into one line on
+stderr instead of a traceback.  The subclasses say *what kind* of input was
+wrong; the message says *which* file, column, row or parameter.
+"""
+
+
+class PllError(ValueError):
+    """Base class of every error raised on bad input."""
+
+
+class DataFileError(PllError):
+    """A data file is missing, empty, corrupt or lacks the fields we need."""
+
+
+class DatasetNotFoundError(PllError):
+    """A data set name is neither a built-in name nor an existing file."""
+
+
+class InvalidDataError(PllError):
+    """Arrays have the wrong shape, type or values (NaN, empty bags, ...)."""
+
+
+class InvalidParameterError(PllError):
+    """An estimator, noise model or backend parameter is out of range."""
+
+
+class NotFittedError(PllError):
+    """An estimator was used before ``fit``."""
+
+
+class NeighborsError(PllError):
+    """A neighbor search or a precomputed neighbor result cannot serve a request."""

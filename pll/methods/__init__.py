@@ -1,0 +1,25 @@
+"""The partial-label methods, each a scikit-learn style estimator."""
+
+from ..errors import InvalidParameterError
+from .base import NeighborMethod, RejectPrediction
+from .pl_knn import PlKnn
+
+METHODS = {"pl_knn": PlKnn}
+
+
+def make_method(name, params=None, random_state=None):
+    """An unfitted estimator of the named method with ``params`` and a seed."""
+    try:
+        cls = METHODS[name]
+    except KeyError:
+        raise InvalidParameterError(
+            f"unknown method {name!r}: choose from {', '.join(METHODS)}"
+        ) from None
+    params = dict(params or {})
+    unknown = set(params) - set(cls().get_params())
+    if unknown:
+        raise InvalidParameterError(f"method {name!r} has no parameter(s) {', '.join(sorted(unknown))}")
+    return cls(**params, random_state=random_state)
+
+
+__all__ = ["METHODS", "NeighborMethod", "PlKnn", "RejectPrediction", "make_method"]

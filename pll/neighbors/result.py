@@ -1,0 +1,63 @@
+"""The neighbor result: the one object every method consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import NeighborsError
+
+
+@dataclass(frozen=True, eq=False)
+class NeighborResult:
+    """The ``k`` nearest training rows of each query, nearest first.
+
+    Attributes
+    ----------
+    indices : ndarray of shape (n_queries, k), int64
+        Training row indices, sorted by distance, ties by lower index.
+    distances : ndarray of shape (n_queries, k), float64
+        Euclidean distances, recomputed in float64.
+    recall : float or None
+        Measured recall@k against exact search (None for exact backends).
+    backend : str
+        The backend that produced the result.
+    self_excluded : bool
+        True when the queries are the training rows themselves, each row
+        excluded from its own neighbors by index.
+    timings : dict
+        Seconds spent per phase (``build``, ``query``, ...), for logging.
+    """
+
+    indices: np.ndarray
+    distances: np.ndarray
+    recall: float | None = None
+    backend: str = "exact"
+    self_excluded: bool = False
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def k(self) -> int:
+        return self.indices.shape[1]
+
+    @property
+    def n_queries(self) -> int:
+        return self.indices.shape[0]
+
+    def take(self, k, n_queries=None, *, self_excluded=None) -> "NeighborResult":
+        """The first ``k`` columns; raise NeighborsError if the result cannot serve the request."""
+        if k > self.k:
+            raise NeighborsError(f"a method needs {k} neighbors but the neighbor result holds only {self.k}")
+        if n_queries is not None and n_queries != self.n_queries:
+            raise NeighborsError(
+                f"the neighbor result has {self.n_queries} queries but {n_queries} rows were given"
+            )
+        if self_excluded is not None and self_excluded != self.self_excluded:
+            want = "the training rows' own neighbors" if self_excluded else "neighbors of new queries"
+            raise NeighborsError(f"expected {want}, got the other kind of neighbor result")
+        if k == self.k:
+            return self
+        return NeighborResult(
+            self.indices[:, :k], self.distances[:, :k], self.recall, self.backend, self.self_excluded, self.timings
+        )

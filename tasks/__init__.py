@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers that run one pipeline stage of :mod:`pll` each."""
