@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+from pll.experiment import group_by_features, make_split
 from pll.tables import metrics_table
 from tasks.evaluate import evaluate
 from tasks.features import split_and_featurize
@@ -25,6 +26,8 @@ def pipeline(
     methods: list[str] = list(DEFAULT_METHODS),
     method_params: dict[str, dict] | None = None,
     features: str = "minmax",
+    method_features: dict[str, str] | None = None,
+    val_fraction: float = 0.2,
     knn_backend: str = "exact",
     knn_options: dict | None = None,
     tracking_uri: str | None = None,
@@ -44,20 +47,27 @@ def pipeline(
         "seed": seed,
         "methods": method_params,
         "features": features,
+        "method_features": method_features or {},
+        "val_fraction": val_fraction,
         "knn_backend": knn_backend,
         "knn_options": knn_options or {},
     }
-    k = neighbors_needed(method_params)
+    groups = group_by_features(methods, features, method_features)
     run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config)
     try:
         ds = add_noise(ingest(dataset), noise, noise_params, seed)
-        split = split_and_featurize(ds, seed, features)
-        neighbors = find_neighbors(split, k, knn_backend, knn_options)
-        outputs = [run_method(m, method_params[m], split, neighbors, seed) for m in methods]
-        metrics = evaluate(outputs, split)
+        rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
+        outputs = []
+        for group_features, group in groups.items():
+            split = split_and_featurize(ds, rows, group_features)
+            k = neighbors_needed({m: method_params[m] for m in group})
+            neighbors = find_neighbors(split, rows, k, knn_backend, knn_options)
+            outputs += [run_method(m, method_params[m], split, rows, neighbors, seed) for m in group]
+        metrics = evaluate(outputs, ds, rows)
         table = metrics_table(metrics)
         predictions = {
-            o.method: o.test.to_frame(split.test.classes, split.test.y, split.test_rows) for o in outputs
+            o.method: o.test.to_frame(ds.classes, None if ds.y is None else ds.y[rows.test], rows.test)
+            for o in outputs
         }
         log_results(tracking_uri, run_id, ds.summary(), metrics, predictions, table)
     except BaseException:

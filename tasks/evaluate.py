@@ -7,11 +7,11 @@ from pll.evaluation import reject_report
 
 
 @task(name="evaluate", cache_policy=NO_CACHE)
-def evaluate(outputs, split) -> dict:
+def evaluate(outputs, ds, rows) -> dict:
     """Metrics named ``<method>.<reject option>.<metric>`` for every method output."""
     metrics = {}
     for out in outputs:
-        report = reject_report(split.test.y, out.test.labels, out.test.accept)
+        report = reject_report(ds.y[rows.test], out.test.labels, out.test.accept)
         for key, value in report.items():
-            metrics[f"{out.method}.native.{key}"] = value
+            metrics[f"{out.method}.{out.option}.{key}"] = value
     return metrics

@@ -1,14 +1,12 @@
-"""Feature stage: seeded train/test split and a feature pipeline fitted on the training rows."""
+"""Feature stage: a feature pipeline fitted on the training rows of a split."""
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pll.data import split_indices
 from pll.features import featurize
 
 
 @task(name="features", cache_policy=NO_CACHE)
-def split_and_featurize(ds, seed: int, features: str, test_size: float = 0.2):
-    """Split ``ds`` 80/20 with ``seed`` and transform both parts with ``features``."""
-    train_rows, test_rows = split_indices(ds.n_rows, test_size, seed)
-    return featurize(ds, train_rows, test_rows, features)
+def split_and_featurize(ds, rows, features: str):
+    """Fit the ``features`` pipeline on the training rows of ``rows`` and transform train and test."""
+    return featurize(ds, rows.train, rows.test, features)

@@ -1,32 +1,45 @@
-"""Method stage: fit a method on the training rows and predict the test rows with reject."""
+"""Method stage: fit a method, predict test and validation rows with reject, disambiguate training rows."""
 
 from dataclasses import dataclass
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from sklearn.base import clone
 
 from pll.methods import RejectPrediction, make_method
 
 
 @dataclass(frozen=True)
 class MethodOutput:
-    """A fitted method's predictions on the test rows and its disambiguation of the training rows."""
+    """What one method, with one reject option, produced on one split.
+
+    ``test``: the test rows; ``train``: the disambiguated training rows;
+    ``val``: the validation hold-out, predicted by the same method fitted on
+    the other training rows (for calibrating thresholds).  ``option`` names
+    the reject option whose ``accept`` and ``score`` the predictions carry:
+    ``native`` for the method's own.
+    """
 
     method: str
+    features: str
     test: RejectPrediction
     train: RejectPrediction
+    val: RejectPrediction
+    option: str = "native"
 
 
 @task(name="method", cache_policy=NO_CACHE, task_run_name="method-{name}")
-def run_method(name: str, params: dict | None, split, neighbors, seed: int) -> MethodOutput:
+def run_method(name: str, params: dict | None, split, rows, neighbors, seed: int) -> MethodOutput:
     """Fit ``name`` on the split's training rows, reusing the precomputed ``neighbors``."""
-    nb_train, nb_test = neighbors
     clf = make_method(name, params, random_state=seed)
-    clf.fit(split.X_train, split.train.S, neighbors=nb_train)
+    clf.fit(split.X_train, split.train.S, neighbors=neighbors.train)
+    holdout = clone(clf).fit(split.X_train[rows.fit], split.train.S[rows.fit])
     return MethodOutput(
         name,
-        clf.predict_with_reject(split.X_test, neighbors=nb_test),
-        clf.disambiguate(),
+        split.features,
+        test=clf.predict_with_reject(split.X_test, neighbors=neighbors.test),
+        train=clf.disambiguate(),
+        val=holdout.predict_with_reject(split.X_train[rows.val], neighbors=neighbors.val),
     )
 
 

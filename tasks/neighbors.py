@@ -1,15 +1,29 @@
-"""Neighbor stage: one kNN computation per split, shared by every method."""
+"""Neighbor stage: one kNN computation per split and feature pipeline, shared by every method."""
+
+from dataclasses import dataclass
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pll.neighbors import kneighbors
+from pll.neighbors import NeighborResult, kneighbors
+
+
+@dataclass(frozen=True)
+class NeighborSet:
+    """Neighbors of one split: training rows' own, test rows', and validation rows' among the fitting rows."""
+
+    train: NeighborResult
+    test: NeighborResult
+    val: NeighborResult
 
 
 @task(name="neighbors", cache_policy=NO_CACHE)
-def find_neighbors(split, k: int, backend: str, options: dict | None):
-    """The training rows' own neighbors and the test rows' neighbors, ``k`` each."""
+def find_neighbors(split, rows, k: int, backend: str, options: dict | None) -> NeighborSet:
+    """``k`` neighbors for every query set of the split (validation indices refer to ``rows.fit``)."""
     options = dict(options or {})
-    train = kneighbors(split.X_train, None, k, backend, **options)
-    test = kneighbors(split.X_train, split.X_test, k, backend, **options)
-    return train, test
+    X_fit, X_val = split.X_train[rows.fit], split.X_train[rows.val]
+    return NeighborSet(
+        train=kneighbors(split.X_train, None, k, backend, **options),
+        test=kneighbors(split.X_train, split.X_test, k, backend, **options),
+        val=kneighbors(X_fit, X_val, k, backend, **options),
+    )
