@@ -1,14 +1,19 @@
-"""Data sets: the partial-label data set type, loaders and splits."""
+"""Data sets: the partial-label data set type, loaders, protocols and splits."""
 
-from .dataset import PartialLabelDataset, validate_arrays
+from .dataset import PartialLabelDataset, one_hot, validate_arrays
 from .loaders import BUILTIN_NAMES, FILE_FORMATS, load_dataset
+from .protocol import PROTOCOLS, apply_protocol, dst_pll_protocol
 from .split import split_indices, train_test_split
 
 __all__ = [
     "BUILTIN_NAMES",
     "FILE_FORMATS",
+    "PROTOCOLS",
     "PartialLabelDataset",
+    "apply_protocol",
+    "dst_pll_protocol",
     "load_dataset",
+    "one_hot",
     "split_indices",
     "train_test_split",
     "validate_arrays",

@@ -32,6 +32,14 @@ class PartialLabelDataset:
         Accept rows whose true label is not in their bag (noisy partial labels).
     info : dict
         What a loader found out about the source (format, dropped features, ...).
+        Its ``source`` entry, when present, names the file in error messages.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = PartialLabelDataset(np.zeros((2, 1)), [[1, 1, 0], [0, 0, 1]], [0, 2], ["a", "b", "c"], "toy")
+    >>> ds.summary()["average_bag_size"]
+    1.5
     """
 
     X: np.ndarray
@@ -49,7 +57,7 @@ class PartialLabelDataset:
             self.S,
             self.y,
             self.classes,
-            source=self.name,
+            source=self.info.get("source", self.name),
             allow_empty_bags=self.allow_empty_bags,
             allow_true_label_outside=self.allow_true_label_outside,
         )
@@ -167,8 +175,16 @@ def validate_arrays(
             f"{source}: {n} feature rows but {S.shape[0]} candidate bags (row counts differ)"
         )
     if S.dtype != bool:
-        if not np.isin(S, (0, 1)).all():
-            raise InvalidDataError(f"{source}: candidate bags must hold only 0/1 values")
+        try:
+            not01 = ~np.isin(S, (0, 1))
+        except TypeError:
+            raise InvalidDataError(f"{source}: candidate bags must hold only 0/1 values") from None
+        if not01.any():
+            row, col = np.argwhere(not01)[0]
+            raise InvalidDataError(
+                f"{source}: candidate bags must hold only 0/1 values "
+                f"(found {S[row, col]!r} at row {row}, class column {col})"
+            )
         S = S.astype(bool)
     classes = np.asarray(classes)
     if classes.ndim != 1 or classes.shape[0] != S.shape[1]:
@@ -207,3 +223,10 @@ def validate_arrays(
                 f"(first at row {int(np.argmax(outside))}); allowed only for noisy partial labels"
             )
     return X, S, y, classes
+
+
+def one_hot(y, n_classes):
+    """The bags of fully labelled rows: row ``i`` holds only ``y[i]``; bool (n, n_classes)."""
+    S = np.zeros((len(y), n_classes), dtype=bool)
+    S[np.arange(len(y)), y] = True
+    return S

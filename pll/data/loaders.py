@@ -1,82 +1,114 @@
-"""Loading data sets by built-in name or by file path."""
+"""Loading data sets by built-in name or by file path; the loader is chosen by file type."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import scipy.io
-import scipy.sparse
 
-from ..errors import DataFileError, DatasetNotFoundError
-from .dataset import PartialLabelDataset
+from ..errors import DataFileError, DatasetNotFoundError, InvalidParameterError
+from .arff import arff_features, parse_arff
+from .dataset import PartialLabelDataset, one_hot
+from .mat import read_palm_mat
+from .protocol import apply_protocol
+from .tabular import read_table, table_arrays
 
 BUILTIN_NAMES = ("digits", "iris", "wine")
-FILE_FORMATS = {".mat": "PALM MATLAB file (data, partial_target, target)"}
+FILE_FORMATS = {
+    ".mat": "PALM MATLAB file: data (n x d), partial_target (l x n or n x l), optional target; "
+    "top level or inside one struct, dense or sparse",
+    ".arff": "ARFF (Weka/UCI): numeric and nominal attributes (one-hot), labelled by the attribute 'Class'",
+    ".csv": "one row per example: 'candidates' (labels separated by '|'), optional 'label', numeric features",
+    ".parquet": "as CSV; 'candidates' may also be a list column",
+}
 
 
-def load_dataset(name_or_path) -> PartialLabelDataset:
+def load_dataset(
+    name_or_path,
+    *,
+    allow_empty_bags=False,
+    allow_true_label_outside=False,
+    protocol="none",
+    classes=None,
+) -> PartialLabelDataset:
     """Load a data set from a built-in name or a file path.
 
-    Built-in sets are fully labelled: each row's bag is its true label alone,
-    and partial labels come from a noise model (:mod:`pll.noise`).
+    Built-in sets (:data:`BUILTIN_NAMES`) and ARFF files are fully labelled:
+    each row's bag is its true label alone, and partial labels come from a
+    noise model (:mod:`pll.noise`).  ``.mat``, CSV and Parquet files bring
+    their own bags.
+
+    Parameters
+    ----------
+    name_or_path : str or path
+        A built-in name or a file whose suffix is one of :data:`FILE_FORMATS`.
+    allow_empty_bags, allow_true_label_outside : bool
+        Accept noisy partial labels: rows with an empty bag, rows whose true
+        label is not in their bag (counted in the summary).
+    protocol : {"none", "dst-pll"}
+        ``"dst-pll"`` prepares real-world data as the DST-PLL paper does
+        (:func:`pll.data.protocol.dst_pll_protocol`).
+    classes : sequence of str, optional
+        CSV/Parquet only: the label set; by default every label that occurs.
+
+    Returns
+    -------
+    PartialLabelDataset
+        Its ``info`` says what the loader found (format, source, layout).
+
+    Examples
+    --------
+    >>> ds = load_dataset("iris")
+    >>> ds.X.shape, ds.S.shape, ds.classes.tolist()
+    ((150, 4), (150, 3), ['setosa', 'versicolor', 'virginica'])
     """
+    flags = {"allow_empty_bags": allow_empty_bags, "allow_true_label_outside": allow_true_label_outside}
     key = str(name_or_path)
+    if classes is not None and Path(key).suffix.lower() not in (".csv", ".parquet"):
+        raise InvalidParameterError(f"{key}: the parameter 'classes' applies to CSV and Parquet files only")
     if key in BUILTIN_NAMES:
-        return _load_builtin(key)
+        ds = _load_builtin(key, flags)
+    else:
+        ds = _load_file(_existing_file(key), flags, classes)
+    return apply_protocol(ds, protocol)
+
+
+def _existing_file(key):
     path = Path(key)
-    if path.suffix.lower() in FILE_FORMATS:
-        if not path.is_file():
-            raise DataFileError(f"{path}: no such file")
-        if path.stat().st_size == 0:
-            raise DataFileError(f"{path}: the file is empty")
-        return _LOADERS[path.suffix.lower()](path)
-    raise DatasetNotFoundError(
-        f"unknown data set {key!r}: known names are {', '.join(BUILTIN_NAMES)}; "
-        f"or give a path to a file of type {', '.join(FILE_FORMATS)}"
-    )
+    suffix = path.suffix.lower()
+    if suffix not in FILE_FORMATS:
+        if path.exists():
+            raise DataFileError(f"{path}: unsupported file type {suffix!r}; supported: {', '.join(FILE_FORMATS)}")
+        raise DatasetNotFoundError(
+            f"unknown data set {key!r}: known names are {', '.join(BUILTIN_NAMES)}; "
+            f"or give a path to a file of type {', '.join(FILE_FORMATS)}"
+        )
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise DataFileError(f"{path}: the file is empty")
+    return path
 
 
-def _load_builtin(name):
+def _load_file(path, flags, classes):
+    fmt = path.suffix.lower()[1:]
+    info = {"format": fmt, "source": str(path)}
+    if fmt == "mat":
+        X, S, y, found = read_palm_mat(path)
+        classes = np.arange(S.shape[1]).astype(str)
+    elif fmt == "arff":
+        X, y, classes, found = arff_features(path, parse_arff(path))
+        S = one_hot(y, classes.size)
+    else:
+        X, S, y, classes, found = table_arrays(path, read_table(path), classes)
+    return PartialLabelDataset(X, S, y, classes, path.stem, **flags, info={**info, **found})
+
+
+def _load_builtin(name, flags):
     import sklearn.datasets
 
     bunch = getattr(sklearn.datasets, f"load_{name}")()
     y = bunch.target.astype(np.int64)
-    n_classes = int(y.max()) + 1
-    S = np.zeros((y.size, n_classes), dtype=bool)
-    S[np.arange(y.size), y] = True
-    names = getattr(bunch, "target_names", None)
-    classes = np.asarray(names if names is not None else np.arange(n_classes)).astype(str)
-    return PartialLabelDataset(bunch.data, S, y, classes, name, info={"format": "builtin"})
-
-
-def _load_palm_mat(path):
-    try:
-        mat = scipy.io.loadmat(path)
-    except Exception as exc:  # scipy raises several types for corrupt files
-        raise DataFileError(f"{path}: not a readable MATLAB file ({exc})") from None
-    fields = {k: v for k, v in mat.items() if not k.startswith("__")}
-    missing = [f for f in ("data", "partial_target") if f not in fields]
-    if missing:
-        raise DataFileError(
-            f"{path}: missing field(s) {', '.join(missing)}; found {', '.join(sorted(fields)) or 'nothing'}"
-        )
-    X = _dense(fields["data"])
-    S = _dense(fields["partial_target"])
-    if S.shape[0] != X.shape[0] and S.shape[1] == X.shape[0]:
-        S = S.T
-    y = None
-    if "target" in fields:
-        T = _dense(fields["target"])
-        if T.shape[0] != X.shape[0] and T.shape[1] == X.shape[0]:
-            T = T.T
-        y = np.argmax(T, axis=1).astype(np.int64)
-    classes = np.arange(S.shape[1]).astype(str)
-    return PartialLabelDataset(X, S != 0, y, classes, path.stem, info={"format": "mat"})
-
-
-def _dense(a):
-    return np.asarray(a.toarray() if scipy.sparse.issparse(a) else a, dtype=np.float64)
-
-
-_LOADERS = {".mat": _load_palm_mat}
+    classes = np.asarray(bunch.target_names).astype(str)
+    info = {"format": "builtin", "source": f"sklearn.datasets.load_{name}"}
+    return PartialLabelDataset(bunch.data, one_hot(y, classes.size), y, classes, name, **flags, info=info)

@@ -1,0 +1,146 @@
+"""CSV and Parquet files: one row per example, bags in a ``candidates`` column.
+
+``candidates`` holds the candidate labels separated by ``|`` (``cat|dog``; in
+Parquet also a list column), an optional ``label`` column the true label, and
+every other column is a numeric feature.  Class order is sorted by name
+(numerically when every name is an integer).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataFileError, InvalidDataError
+
+CANDIDATES = "candidates"
+LABEL = "label"
+SEPARATOR = "|"
+
+
+def read_table(path):
+    """Read a CSV or Parquet file into a DataFrame; raise DataFileError if it cannot be read."""
+    try:
+        if path.suffix.lower() == ".parquet":
+            return pd.read_parquet(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)  # a row longer than the header
+            return pd.read_csv(
+                path,
+                dtype={CANDIDATES: str, LABEL: str},
+                keep_default_na=False,
+                na_values=[""],
+                index_col=False,
+            )
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
+    except Exception as exc:  # pandas and pyarrow raise many types on corrupt or truncated files
+        raise DataFileError(f"{path}: cannot be read ({type(exc).__name__}: {str(exc).strip()})") from None
+
+
+def table_arrays(path, frame, classes=None):
+    """Features, bags, true labels and class names of a table.
+
+    Parameters
+    ----------
+    path : Path
+        Named in error messages.
+    frame : DataFrame
+    classes : sequence of str, optional
+        The label set; a candidate or label outside it is an error.  By
+        default every label that occurs is a class.
+
+    Returns
+    -------
+    X : ndarray of shape (n, d), S : bool ndarray of shape (n, l),
+    y : int ndarray of shape (n,) or None, classes : ndarray of shape (l,) of str,
+    info : dict
+    """
+    if CANDIDATES not in frame.columns:
+        raise DataFileError(
+            f"{path}: no column {CANDIDATES!r} (the candidate labels, separated by '{SEPARATOR}'); "
+            f"found columns {', '.join(map(str, frame.columns)) or 'none'}"
+        )
+    bags = [_bag(path, row, value) for row, value in enumerate(frame[CANDIDATES])]
+    labels = _labels(path, frame[LABEL]) if LABEL in frame.columns else None
+    declared = classes is not None
+    if declared:
+        classes = [str(c) for c in classes]
+    else:
+        classes = _sorted_names(set().union(*bags, labels or ()))
+    index = {c: i for i, c in enumerate(classes)}
+    _all_known(path, CANDIDATES, ((row, name) for row, bag in enumerate(bags) for name in bag), index)
+    S = np.zeros((len(bags), len(classes)), dtype=bool)
+    rows = np.repeat(np.arange(len(bags)), [len(b) for b in bags])
+    S[rows, [index[name] for bag in bags for name in bag]] = True
+    y = None
+    if labels is not None:
+        _all_known(path, LABEL, enumerate(labels), index)
+        y = np.fromiter((index[name] for name in labels), dtype=np.int64, count=len(labels))
+    features = [c for c in frame.columns if c not in (CANDIDATES, LABEL)]
+    X = np.column_stack([_numeric(path, frame[c]) for c in features]) if features else np.empty((len(frame), 0))
+    if X.shape[1] == 0:
+        raise DataFileError(f"{path}: no feature columns besides {CANDIDATES!r} and {LABEL!r}")
+    info = {"feature_columns": len(features), "declared_classes": declared}
+    return X, S, y, np.asarray(classes, dtype=str), info
+
+
+def _bag(path, row, value):
+    """The set of label names in one ``candidates`` cell (empty for a missing cell)."""
+    if not isinstance(value, (str, list, tuple, np.ndarray)) and pd.isna(value):
+        return set()
+    names = value.split(SEPARATOR) if isinstance(value, str) else list(value)
+    names = [_name(v) for v in names]
+    if isinstance(value, str) and value.strip() and any(n == "" for n in names):
+        raise InvalidDataError(
+            f"{path}: column {CANDIDATES!r}, row {row}: {value!r} has an empty label name "
+            f"(labels are separated by a single '{SEPARATOR}')"
+        )
+    return {n for n in names if n != ""}
+
+
+def _name(value):
+    """A label name as text; integral numbers lose their '.0'."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        value = int(value)
+    return str(value).strip()
+
+
+def _labels(path, column):
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise InvalidDataError(
+            f"{path}: column {LABEL!r}, row {int(np.argmax(missing))}: the true label is missing "
+            f"({int(missing.sum())} row(s)); give every row a label or drop the column"
+        )
+    return [_name(v) for v in column]
+
+
+def _sorted_names(names):
+    if all(n.lstrip("-").isdigit() for n in names):
+        return sorted(names, key=int)
+    return sorted(names)
+
+
+def _all_known(path, column, pairs, index):
+    for row, name in pairs:
+        if name not in index:
+            shown = ", ".join(list(index)[:30]) + (", ..." if len(index) > 30 else "")
+            raise InvalidDataError(
+                f"{path}: column {column!r}, row {row}: label {name!r} is not a class (classes: {shown})"
+            )
+
+
+def _numeric(path, column):
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.argmax(bad))
+        value = "an empty cell" if pd.isna(column.iloc[row]) else repr(str(column.iloc[row]))
+        raise InvalidDataError(
+            f"{path}: feature column {column.name!r}, row {row}: {value} is not a finite number "
+            f"({int(bad.sum())} such row(s))"
+        )
+    return values
