@@ -6,14 +6,18 @@ models, features, neighbor search, the methods and their evaluation.
 
 from . import errors, evaluation, neighbors, noise
 from .data import PartialLabelDataset, load_dataset, train_test_split
-from .methods import PlKnn, RejectPrediction
+from .methods import DstPll, PlAknn, PlKnn, RejectPrediction
+from .trust_score import TrustScore
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DstPll",
     "PartialLabelDataset",
+    "PlAknn",
     "PlKnn",
     "RejectPrediction",
+    "TrustScore",
     "errors",
     "evaluation",
     "load_dataset",

@@ -2,9 +2,11 @@
 
 from ..errors import InvalidParameterError
 from .base import NeighborMethod, RejectPrediction
+from .dst_pll import DstPll
+from .pl_aknn import PlAknn
 from .pl_knn import PlKnn
 
-METHODS = {"pl_knn": PlKnn}
+METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn}
 
 
 def make_method(name, params=None, random_state=None):
@@ -22,4 +24,4 @@ def make_method(name, params=None, random_state=None):
     return cls(**params, random_state=random_state)
 
 
-__all__ = ["METHODS", "NeighborMethod", "PlKnn", "RejectPrediction", "make_method"]
+__all__ = ["METHODS", "DstPll", "NeighborMethod", "PlAknn", "PlKnn", "RejectPrediction", "make_method"]

@@ -1,0 +1,151 @@
+"""DST-PLL (Fuchs, Kalinke, Böhm): Yager-combined neighbor evidence with a belief/plausibility reject option."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._random import pick_among, seed_to_int
+from ..errors import InvalidParameterError
+from ._yager import MAX_EXACT_NEIGHBORS, combine, pack_bags
+from .base import NeighborMethod, RejectPrediction
+
+
+def decide(beliefs, plausibilities, fallback, seed, rows, stream):
+    """DST-PLL's two-case prediction rule and its reject score ``Δ``.
+
+    Parameters
+    ----------
+    beliefs, plausibilities : arrays of shape (n, l)
+        ``m̃({y})`` and ``pl({y})``; zero outside each row's ``s̃``.
+    fallback : bool array of shape (n, l)
+        The focal set of largest mass, used by rows whose singletons all have
+        zero mass.
+    seed, rows, stream
+        Tie-breaking draws are keyed by (seed, stream, row).
+
+    Returns
+    -------
+    labels : int64 array of shape (n,)
+        ``argmax m̃({y})`` when that maximum is positive, else a label of ``fallback``.
+    score : float64 array of shape (n,)
+        ``Δ = bel({ŷ}) − max_{y ∈ s̃ \\ {ŷ}} pl({y})`` (an empty max is 0).
+    guess : bool array of shape (n,)
+        The label was drawn among two or more tied candidates.
+    """
+    beliefs = np.asarray(beliefs, dtype=np.float64)
+    plausibilities = np.asarray(plausibilities, dtype=np.float64)
+    top = beliefs.max(axis=1, keepdims=True)
+    # Masses are exact dyadic numbers, so ties are exact equalities.
+    tied = np.where(top > 0.0, beliefs == top, fallback)
+    labels, n_tied = pick_among(tied, seed, rows, stream)
+    picked = np.arange(labels.size), labels
+    others = plausibilities.copy()
+    others[picked] = 0.0  # plausibilities are >= 0 and 0 outside s̃, so 0 also stands for an empty max
+    score = beliefs[picked] - others.max(axis=1, initial=0.0)
+    return labels, score, n_tied > 1
+
+
+class DstPll(NeighborMethod):
+    """Partial-label kNN classifier on Dempster-Shafer evidence, with a reject option.
+
+    Each of the ``n_neighbors`` nearest training rows whose bag ``s_i`` splits
+    the query's candidate set ``s̃`` (``∅ ≠ s̃ ∩ s_i ≠ s̃``) contributes the bpa
+    ``{s̃: 1/2, s̃ ∩ s_i: 1/2}``; other neighbors (empty bags included) carry no
+    evidence.  The bpas are combined exactly with Yager's rule over ``s̃``.
+    The prediction is the label of largest singleton mass (ties: seeded random
+    choice), or, when every singleton has zero mass, a seeded random label of
+    the focal set of largest mass (ties: smallest, then lexicographically
+    smallest).  The score is ``Δ = bel({ŷ}) − max_{y ≠ ŷ} pl({y})``; the
+    prediction is accepted when ``Δ > 0``.
+
+    Test rows have ``s̃ = Y``; :meth:`disambiguate` uses each training row's
+    own bag (``Y`` when the bag is empty) and its neighbors other than itself.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=10
+        At most 52, so that every mass (a multiple of ``2^-k``) is exact.
+    knn : str, default="exact"
+        Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
+        precomputed neighbors are given.
+    knn_params : dict, optional
+        Options of the neighbor backend.
+    random_state : int or None, default=None
+        Seed of the tie-breaking; draws are keyed by (seed, row).
+
+    Attributes
+    ----------
+    X_train_ : ndarray of shape (n, d)
+    S_train_ : ndarray of shape (n, l), bool
+    bag_bits_ : ndarray of shape (n, ceil(l / 64)), uint64
+        The training bags as bitsets.
+    n_classes_ : int
+
+    Notes
+    -----
+    Neighbors are ordered by distance, ties by lower training index.  The
+    number of focal sets is at most ``min(2^k, 2^|s̃|)`` but in practice
+    intersections collapse after a few neighbors; the combination is a
+    compiled kernel (:mod:`pll.methods._yager`).
+
+    Examples
+    --------
+    >>> import numpy as np, pll
+    >>> X = np.array([[0.0], [0.1], [0.2], [1.0]])
+    >>> S = np.array([[1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 0, 1], [0, 0, 0, 1]], dtype=bool)
+    >>> r = pll.DstPll(n_neighbors=3).fit(X, S).predict_with_reject(np.array([[0.1]]))
+    >>> r.labels, r.accept, r.score
+    (array([0]), array([ True]), array([0.25]))
+    >>> r.beliefs
+    array([[0.5, 0. , 0. , 0. ]])
+    >>> r.plausibilities
+    array([[1.  , 0.25, 0.25, 0.25]])
+    """
+
+    def __init__(self, n_neighbors=10, *, knn="exact", knn_params=None, random_state=None):
+        self.n_neighbors = n_neighbors
+        self.knn = knn
+        self.knn_params = knn_params
+        self.random_state = random_state
+
+    def _n_neighbors_needed(self):
+        return self.n_neighbors
+
+    def _validate_params(self):
+        super()._validate_params()
+        if self.n_neighbors > MAX_EXACT_NEIGHBORS:
+            raise InvalidParameterError(
+                f"DstPll: n_neighbors={self.n_neighbors} exceeds {MAX_EXACT_NEIGHBORS}, "
+                "beyond which the masses (multiples of 2^-k) are not exact in float64"
+            )
+
+    def fit(self, X, S, neighbors=None):
+        """Store the training rows and bags (and their own neighbors, when precomputed).
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        S : bool array of shape (n, l)
+        neighbors : NeighborResult, optional
+            The training rows' own neighbors (``kneighbors(X, None, k)``).
+        """
+        super().fit(X, S, neighbors=neighbors)
+        self.bag_bits_ = pack_bags(self.S_train_)
+        return self
+
+    def _bytes_per_row(self, k):
+        return 8 * (k + 3 * self.n_classes_)
+
+    def _predict_block(self, indices, distances, candidates, rows, stream):
+        beliefs, plausibilities, fallback = combine(indices, self.bag_bits_, pack_bags(candidates), self.n_classes_)
+        labels, score, guess = decide(
+            beliefs, plausibilities, fallback, seed_to_int(self.random_state), rows, stream
+        )
+        return RejectPrediction(
+            labels=labels,
+            accept=score > 0.0,
+            score=score,
+            guess=guess,
+            beliefs=beliefs,
+            plausibilities=plausibilities,
+        )
