@@ -1,4 +1,4 @@
-"""DST-PLL against the paper's analysis: Lemma 4.4, the Appendix A.3 counterexample, the Appendix B.1 simulation."""
+"""DST-PLL against the paper's analysis: Lemma 4.4, the counterexample of Appendix A.3, the simulation of B.1."""
 
 from __future__ import annotations
 

@@ -137,7 +137,9 @@ class DstPll(NeighborMethod):
         return 8 * (k + 3 * self.n_classes_)
 
     def _predict_block(self, indices, distances, candidates, rows, stream):
-        beliefs, plausibilities, fallback = combine(indices, self.bag_bits_, pack_bags(candidates), self.n_classes_)
+        beliefs, plausibilities, fallback = combine(
+            indices, self.bag_bits_, pack_bags(candidates), self.n_classes_
+        )
         labels, score, guess = decide(
             beliefs, plausibilities, fallback, seed_to_int(self.random_state), rows, stream
         )

@@ -20,7 +20,9 @@ class PlKnn(NeighborMethod):
     ties (within a relative 1e-9) are broken by a seeded random choice and
     flagged as guesses.  The score is the winner's share of all votes (a
     neighbor with three candidates votes three times); the prediction is
-    accepted when the share exceeds 0.5.
+    accepted when the share exceeds 0.5.  A training row is disambiguated
+    with the votes for labels outside its own bag dropped, from the winner
+    and from the total alike.
 
     Parameters
     ----------
