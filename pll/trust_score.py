@@ -1,0 +1,327 @@
+"""Trust scores (Jiang, Kim, Guan, Gupta): a reject option for any classifier.
+
+A prediction is trusted when the query lies much nearer to the (filtered)
+training points of the predicted class than to those of any other class.
+In partial-label learning the training labels come from a method's own
+disambiguation of its training rows, which makes the trust score a reject
+option for every method.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from .errors import InvalidDataError, InvalidParameterError, NotFittedError
+from .neighbors import kneighbors
+
+FILTERS = ("none", "density", "uncertainty")
+
+
+def _as_rows(X, what):
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise InvalidDataError(f"{what}: features must be a 2-d array, got shape {X.shape}")
+    bad = ~np.isfinite(X).all(axis=1)
+    if bad.any():
+        raise InvalidDataError(f"{what}: row {int(np.argmax(bad))} holds NaN or infinite values")
+    return X
+
+
+def _codes(values, classes, what):
+    """Positions of ``values`` in the sorted ``classes``; an error names the first unknown row."""
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise InvalidDataError(f"{what} must be a 1-d array, got shape {values.shape}")
+    codes = np.minimum(np.searchsorted(classes, values), classes.size - 1)
+    unknown = classes[codes] != values
+    if unknown.any():
+        row = int(np.argmax(unknown))
+        raise InvalidDataError(f"{what}: row {row} holds {values[row].item()!r}, not one of the classes {classes.tolist()}")
+    return codes.astype(np.int64)
+
+
+def _cross_class_duplicates(X, codes):
+    """Number of rows whose exact features also occur with another label."""
+    rows = np.ascontiguousarray(X).view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
+    _, group = np.unique(rows, return_inverse=True)
+    group = group.ravel()
+    lowest = np.full(group.max() + 1, np.iinfo(np.int64).max)
+    highest = np.full(group.max() + 1, -1)
+    np.minimum.at(lowest, group, codes)
+    np.maximum.at(highest, group, codes)
+    return int((lowest[group] != highest[group]).sum())
+
+
+class TrustScore(BaseEstimator):
+    """Trust score of Jiang et al. (NeurIPS 2018): distance ratio to the nearest other class.
+
+    :meth:`fit` builds, for every class ``ℓ``, a set ``Ĥ_ℓ`` of training
+    points (Algorithm 1): with ``filtering="density"``, the points whose
+    radius ``r_k`` (to their ``k' = min(k, class size)``-th nearest point of
+    their class, themselves counted) is at most the ``100·(1 − α)``-th
+    percentile (linear interpolation) of their class's radii; with
+    ``"uncertainty"``, the points whose own label's share among their ``k``
+    nearest training points (themselves counted) is at least the
+    ``100·α``-th percentile of those shares; with ``"none"``, all points.
+    :meth:`score` returns (Algorithm 2)
+
+        ``ξ = d(x, Ĥ_h̃) / (d(x, Ĥ_h) + min_dist)``
+
+    where ``h`` is the given prediction, ``d(x, H)`` the distance to the
+    nearest point of ``H`` and ``h̃`` the other class whose set is nearest
+    (ties: the lower class).  Low ``ξ`` is suspicious; reject below a threshold.
+
+    A class whose set is empty (no training point, or all filtered out) is
+    at distance ``+inf``, with a warning at :meth:`fit`: a prediction of such
+    a class scores 0, and it is never the nearest other class unless every
+    other class is empty too (then ``ξ = inf``).  Rows repeated under
+    different labels are warned about at :meth:`fit`: a query at such a
+    point is at distance 0 from both classes and scores 0.
+
+    Every nearest-set distance is one :func:`pll.neighbors.kneighbors` search
+    of the query rows against one class set (``l`` searches in all), so the
+    backend chosen with ``knn`` decides speed and exactness.
+
+    Parameters
+    ----------
+    k : int, default=10
+        Neighbors of the density and uncertainty filters.
+    alpha : float, default=0.0
+        Fraction to filter, in [0, 1); ignored by ``filtering="none"``.
+    filtering : {"none", "density", "uncertainty"}, default="none"
+    min_dist : float, default=1e-12
+        Added to the denominator, so that a query on a point of its
+        predicted class gets a finite score.
+    knn : str, default="exact"
+        Neighbor backend (see :func:`pll.neighbors.kneighbors`).
+    knn_params : dict, optional
+        Options of the neighbor backend.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (l,)
+        Sorted class labels (``classes`` given to :meth:`fit`, else those seen).
+    X_ : ndarray of shape (n, d)
+        The training rows.
+    labels_ : ndarray of shape (n,), int64
+        Position in ``classes_`` of each training row's label.
+    kept_ : ndarray of shape (n,), bool
+        Rows kept by the filter: ``Ĥ_ℓ`` is ``X_[kept_ & (labels_ == ℓ)]``.
+
+    Examples
+    --------
+    >>> import numpy as np, pll
+    >>> X = np.array([[0.0], [1.0], [10.0], [11.0]])
+    >>> ts = pll.TrustScore().fit(X, np.array([0, 0, 1, 1]))
+    >>> ts.score(np.array([[2.0], [2.0]]), np.array([0, 1]))
+    array([8.   , 0.125])
+    >>> ts.score_training(return_closest=True)
+    (array([10.,  9.,  9., 10.]), array([1, 1, 0, 0]))
+    """
+
+    def __init__(self, k=10, *, alpha=0.0, filtering="none", min_dist=1e-12, knn="exact", knn_params=None):
+        self.k = k
+        self.alpha = alpha
+        self.filtering = filtering
+        self.min_dist = min_dist
+        self.knn = knn
+        self.knn_params = knn_params
+
+    def _validate_params(self):
+        if not isinstance(self.k, numbers.Integral) or isinstance(self.k, bool) or self.k < 1:
+            raise InvalidParameterError(f"TrustScore: k must be a positive integer, got {self.k!r}")
+        if not isinstance(self.alpha, numbers.Real) or not 0.0 <= self.alpha < 1.0:
+            raise InvalidParameterError(f"TrustScore: alpha must lie in [0, 1), got {self.alpha!r}")
+        if self.filtering not in FILTERS:
+            raise InvalidParameterError(
+                f"TrustScore: filtering must be one of {', '.join(FILTERS)}, got {self.filtering!r}"
+            )
+        if not isinstance(self.min_dist, numbers.Real) or not self.min_dist >= 0.0:
+            raise InvalidParameterError(f"TrustScore: min_dist must be >= 0, got {self.min_dist!r}")
+
+    def _nearest(self, X_set, X_query, k=1):
+        """Distances to the ``k`` nearest rows of ``X_set`` (``X_query=None``: its own rows, self excluded)."""
+        return kneighbors(X_set, X_query, k, self.knn, **dict(self.knn_params or {})).distances
+
+    def fit(self, X, labels, classes=None):
+        """Build each class's α-high-density set from labelled rows.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        labels : array of shape (n,)
+            Each row's label, e.g. a method's disambiguation of its training rows.
+        classes : array of shape (l,), optional
+            All classes a prediction may name (default: those in ``labels``);
+            a class without rows gets an empty set.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = _as_rows(X, "TrustScore.fit")
+        labels = np.asarray(labels)
+        if labels.shape != (X.shape[0],):
+            raise InvalidDataError(f"TrustScore.fit: {X.shape[0]} rows but labels of shape {labels.shape}")
+        if X.shape[0] == 0:
+            raise InvalidDataError("TrustScore.fit: no training rows")
+        self.classes_ = np.unique(labels if classes is None else np.asarray(classes))
+        if self.classes_.size < 2:
+            raise InvalidDataError(
+                f"TrustScore.fit: a trust score compares classes, but only {self.classes_.tolist()} were given"
+            )
+        self.labels_ = _codes(labels, self.classes_, "TrustScore.fit labels")
+        self.X_ = X
+        self.kept_ = self._filter()
+        self._members = [np.flatnonzero(self.kept_ & (self.labels_ == c)) for c in range(self.classes_.size)]
+        empty = [str(c) for c, m in zip(self.classes_, self._members) if m.size == 0]
+        if empty:
+            warnings.warn(
+                f"TrustScore: class(es) {', '.join(empty)} have no points after filtering={self.filtering!r} "
+                f"(alpha={self.alpha}); their distance is +inf, so predicting them scores 0",
+                stacklevel=2,
+            )
+        conflicts = _cross_class_duplicates(X[self.kept_], self.labels_[self.kept_])
+        if conflicts:
+            warnings.warn(
+                f"TrustScore: {conflicts} kept training rows repeat the features of a row with another label; "
+                "a query there is at distance 0 from both classes and scores 0",
+                stacklevel=2,
+            )
+        return self
+
+    def _filter(self):
+        n = self.X_.shape[0]
+        if self.filtering == "none" or self.alpha == 0.0:
+            return np.ones(n, dtype=bool)
+        if self.filtering == "density":
+            keep = np.zeros(n, dtype=bool)
+            for c in range(self.classes_.size):
+                rows = np.flatnonzero(self.labels_ == c)
+                k = min(self.k, rows.size)
+                if k < 2:  # the k'-th nearest point, itself counted, is the point itself
+                    keep[rows] = True
+                    continue
+                radius = self._nearest(self.X_[rows], None, k - 1)[:, -1]
+                keep[rows] = radius <= np.percentile(radius, 100.0 * (1.0 - self.alpha))
+            return keep
+        k = min(self.k, n)
+        same = np.ones(n)
+        if k > 1:
+            nb = kneighbors(self.X_, None, k - 1, self.knn, **dict(self.knn_params or {}))
+            same += (self.labels_[nb.indices] == self.labels_[:, None]).sum(axis=1)
+        share = same / k
+        return share >= np.percentile(share, 100.0 * self.alpha)
+
+    def _check_fitted(self):
+        if not hasattr(self, "kept_"):
+            raise NotFittedError("TrustScore is not fitted: call fit first")
+
+    def distances(self, X):
+        """Distance of every row to the nearest point of every class set.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+
+        Returns
+        -------
+        ndarray of shape (n, l)
+            ``+inf`` for classes with an empty set.
+        """
+        self._check_fitted()
+        X = _as_rows(X, "TrustScore query rows")
+        if X.shape[1] != self.X_.shape[1]:
+            raise InvalidDataError(f"query rows have {X.shape[1]} features but the training rows {self.X_.shape[1]}")
+        D = np.full((X.shape[0], self.classes_.size), np.inf)
+        if X.shape[0]:
+            for c, members in enumerate(self._members):
+                if members.size:
+                    D[:, c] = self._nearest(self.X_[members], X)[:, 0]
+        return D
+
+    def training_distances(self):
+        """:meth:`distances` of the training rows, each excluded from its own class set by index.
+
+        Returns
+        -------
+        ndarray of shape (n, l)
+        """
+        self._check_fitted()
+        n = self.X_.shape[0]
+        D = np.full((n, self.classes_.size), np.inf)
+        for c, members in enumerate(self._members):
+            if members.size == 0:
+                continue
+            others = np.ones(n, dtype=bool)
+            others[members] = False
+            X_set = self.X_[members]
+            if members.size > 1:
+                D[members, c] = self._nearest(X_set, None)[:, 0]
+            if others.any():
+                D[others, c] = self._nearest(X_set, self.X_[others])[:, 0]
+        return D
+
+    def _ratio(self, D, predicted, return_closest):
+        if predicted.size != D.shape[0]:
+            raise InvalidDataError(f"{predicted.size} predicted labels for {D.shape[0]} rows")
+        rows = np.arange(D.shape[0])
+        own = D[rows, predicted]
+        other = D.copy()
+        other[rows, predicted] = np.inf
+        closest = np.argmin(other, axis=1)
+        nearest_other = other[rows, closest]
+        # Every other class empty: h̃ is the lowest class other than the prediction.
+        closest = np.where(np.isinf(nearest_other), (predicted == 0).astype(np.int64), closest)
+        with np.errstate(invalid="ignore"):
+            score = nearest_other / (own + self.min_dist)
+        score[np.isinf(own)] = 0.0
+        if return_closest:
+            return score, self.classes_[closest]
+        return score
+
+    def score(self, X, predicted, return_closest=False):
+        """Trust score of each prediction.
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        predicted : array of shape (n,)
+            Predicted labels (values of ``classes_``), e.g. from any classifier.
+        return_closest : bool, default=False
+            Also return ``h̃``, the nearest class other than the prediction.
+
+        Returns
+        -------
+        score : ndarray of shape (n,)
+        closest : ndarray of shape (n,)
+            Only with ``return_closest``.
+        """
+        D = self.distances(X)
+        return self._ratio(D, _codes(predicted, self.classes_, "predicted labels"), return_closest)
+
+    def score_training(self, predicted=None, return_closest=False):
+        """Trust scores of the training rows, each excluded from its own class set.
+
+        Parameters
+        ----------
+        predicted : array of shape (n,), optional
+            Default: the labels given to :meth:`fit`.
+        return_closest : bool, default=False
+
+        Returns
+        -------
+        score : ndarray of shape (n,)
+        closest : ndarray of shape (n,)
+            Only with ``return_closest``.
+        """
+        self._check_fitted()
+        codes = self.labels_ if predicted is None else _codes(predicted, self.classes_, "predicted labels")
+        if codes.size != self.X_.shape[0]:
+            raise InvalidDataError(f"{codes.size} predicted labels for {self.X_.shape[0]} training rows")
+        return self._ratio(self.training_distances(), codes, return_closest)

@@ -1,0 +1,218 @@
+"""PL A-kNN against a plain per-query loop written from ALGORITHMS.md, step by step."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pll
+import pll.methods.base as base
+from pll.errors import InvalidParameterError
+from pll.methods.pl_aknn import elimination_leads
+from pll.neighbors import NeighborResult
+
+
+def neighbor_order(X_train, X_query, exclude_self):
+    """All training rows by increasing distance, ties by lower index (the query itself dropped)."""
+    d = np.sqrt(((X_query[:, None, :] - X_train[None, :, :]) ** 2).sum(axis=-1))
+    orders = []
+    for i, row in enumerate(d):
+        order = np.lexsort((np.arange(row.size), row))
+        orders.append([j for j in order if not (exclude_self and j == i)])
+    return orders
+
+
+def loop_pl_aknn(order, S, start, n, T, c1, delta):
+    """One query, exactly as ALGORITHMS.md describes PL A-kNN; returns (label, decided_at or None, best M of label)."""
+    l = S.shape[1]
+    A = c1 * math.sqrt(math.log(n) + math.log(l / delta))
+    surviving = [y for y in range(l) if start[y]]
+    tau = [0] * l
+    M = {}
+    for k in range(1, T + 1):
+        for y in range(l):
+            if S[order[k - 1], y]:
+                tau[y] += 1
+        values = sorted((tau[y] for y in surviving), reverse=True)
+        m1 = values[0]
+        m2 = values[1] if len(values) > 1 else values[0]
+        delta_k = A / math.sqrt(k)
+        for y in surviving:
+            M[k, y] = math.sqrt(k) * (delta_k - (tau[y] - m2) / k)
+        surviving = [y for y in surviving if not ((m1 - tau[y]) / k >= delta_k)]
+        if len(surviving) == 1:
+            return surviving[0], k, None
+    best, label, _ = min((M[k, y], y, k) for y in surviving for k in range(1, T + 1))
+    return label, None, best
+
+
+def check_against_loop(clf, r, X_train, S, X_query, start, T, exclude_self, c1, delta):
+    orders = neighbor_order(X_train, X_query, exclude_self)
+    A = clf.A_
+    for i, order in enumerate(orders):
+        label, decided_at, best = loop_pl_aknn(order, S, start[i], X_train.shape[0], T, c1, delta)
+        assert r.labels[i] == label, f"row {i}"
+        assert r.accept[i] == (decided_at is not None)
+        if decided_at is not None:
+            assert r.score[i] == (T + 1 - decided_at) / T
+        else:
+            assert r.score[i] == min(0.0, -best / A)
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(3, 30))
+    d = draw(st.integers(1, 3))
+    l = draw(st.integers(1, 5))
+    T = draw(st.integers(1, min(n - 1, 12)))
+    seed = draw(st.integers(0, 2**32 - 1))
+    c1 = draw(st.sampled_from([0.05, 0.2, 0.5, 1.0]))
+    delta = draw(st.sampled_from([0.01, 0.1, 0.5, 0.9]))
+    rng = np.random.default_rng(seed)
+    # Small integer features: many equal distances, so the index tie-break matters.
+    X = rng.integers(0, 3, size=(n, d)).astype(np.float64)
+    S = rng.random((n, l)) < draw(st.sampled_from([0.2, 0.5, 0.8]))
+    Q = rng.integers(0, 3, size=(draw(st.integers(1, 8)), d)).astype(np.float64)
+    cand = rng.random((Q.shape[0], l)) < 0.6
+    return X, S, Q, cand, T, c1, delta
+
+
+def precomputed(orders, T, exclude_self):
+    """The first ``T`` neighbors of every query as a neighbor result (distances are not used)."""
+    idx = np.array([order[:T] for order in orders], dtype=np.int64)
+    return NeighborResult(idx, np.zeros(idx.shape), self_excluded=exclude_self)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_matches_the_per_query_loop(case):
+    X, S, Q, cand, T, c1, delta = case
+    # Neighbors come from the brute-force order written here, so that only the method is under test.
+    nb_query = precomputed(neighbor_order(X, Q, False), T, False)
+    nb_train = precomputed(neighbor_order(X, X, True), T, True)
+    clf = pll.PlAknn(max_neighbors=T, c1=c1, delta=delta).fit(X, S, neighbors=nb_train)
+    all_labels = np.ones_like(cand)
+    r = clf.predict_with_reject(Q, neighbors=nb_query)
+    check_against_loop(clf, r, X, S, Q, all_labels, T, False, c1, delta)
+    # A query's own candidate set restricts the start set (an empty one means all classes).
+    start = np.where(cand.any(axis=1, keepdims=True), cand, True)
+    r = clf.predict_with_reject(Q, neighbors=nb_query, candidates=cand)
+    check_against_loop(clf, r, X, S, Q, start, T, False, c1, delta)
+    assert start[np.arange(Q.shape[0]), r.labels].all()
+    # Training rows start from their own bag (all classes when it is empty), their neighbors exclude them.
+    own = np.where(S.any(axis=1, keepdims=True), S, True)
+    check_against_loop(clf, clf.disambiguate(), X, S, X, own, T, True, c1, delta)
+
+
+def test_backend_neighbors_give_the_loop_result():
+    rng = np.random.default_rng(7)
+    X = rng.integers(0, 3, size=(60, 2)).astype(float)
+    S = rng.random((60, 4)) < 0.5
+    Q = rng.integers(0, 3, size=(30, 2)).astype(float)
+    clf = pll.PlAknn(max_neighbors=20, c1=0.3).fit(X, S)
+    check_against_loop(clf, clf.predict_with_reject(Q), X, S, Q, np.ones((30, 4), bool), 20, False, 0.3, 0.1)
+    own = np.where(S.any(axis=1, keepdims=True), S, True)
+    check_against_loop(clf, clf.disambiguate(), X, S, X, own, 20, True, 0.3, 0.1)
+
+
+def test_elimination_leads_decide_like_the_definition():
+    for scale in (0.0001, 0.4, 1.1264, 2.5, 7.0):
+        leads = elimination_leads(scale, 60)
+        for k in range(1, 61):
+            for lead in range(k + 1):
+                assert (lead >= leads[k - 1]) == (lead / k >= scale / math.sqrt(k))
+
+
+def test_accept_is_a_single_survivor_and_scores_order_decisions():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 2))
+    y = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0)
+    S = np.eye(4, dtype=bool)[y] | (rng.random((400, 4)) < 0.3)
+    clf = pll.PlAknn(max_neighbors=30).fit(X, S)
+    r = clf.predict_with_reject(rng.normal(size=(300, 2)))
+    assert np.array_equal(r.accept, r.score > 0)
+    assert 0 < r.accept.mean() < 1  # queries near the axes stay undecided
+    assert (r.score[r.accept] <= 1).all() and (r.score[r.accept] >= 1 / 30).all()
+    assert not r.guess[r.accept].any()
+    # Queries far inside a quadrant decide earliest.
+    deep = clf.predict_with_reject(np.array([[3.0, 3.0], [-3.0, 3.0]]))
+    assert deep.accept.all() and list(deep.labels) == [3, 2]
+
+
+def test_single_label_bag_decides_at_the_first_step():
+    X = np.arange(10.0)[:, None]
+    S = np.zeros((10, 3), dtype=bool)
+    S[:, 0] = True
+    S[0] = [False, False, True]  # its neighbors all say 0, but its bag says 2
+    S[1] = False  # an empty bag starts from all classes
+    r = pll.PlAknn(max_neighbors=5).fit(X, S).disambiguate()
+    assert r.labels[0] == 2 and r.score[0] == 1.0 and r.accept[0]
+    assert r.labels[1] == 0
+
+
+def test_blocking_does_not_change_the_result(monkeypatch):
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 4, size=(300, 3)).astype(float)
+    S = rng.random((300, 6)) < 0.4
+    Q = rng.integers(0, 4, size=(200, 3)).astype(float)
+    nb = precomputed(neighbor_order(X, Q, False), 45, False)
+    nb_train = precomputed(neighbor_order(X, X, True), 45, True)
+    clf = pll.PlAknn(max_neighbors=40, c1=0.3).fit(X, S, neighbors=nb_train)
+    ref, ref_train = clf.predict_with_reject(Q, neighbors=nb), clf.disambiguate()
+    assert ref.accept.any() and not ref.accept.all()
+    monkeypatch.setattr(base, "BLOCK_BYTES", 4000)  # a handful of rows per block
+    for got, want in ((clf.predict_with_reject(Q, neighbors=nb), ref), (clf.disambiguate(), ref_train)):
+        for field in ("labels", "accept", "score", "guess"):
+            assert np.array_equal(getattr(got, field), getattr(want, field))
+
+
+def test_fallback_guess_flags_exact_ties():
+    # Two labels in every bag: they never separate, and their M values are equal at every step.
+    X = np.arange(8.0)[:, None]
+    S = np.ones((8, 2), dtype=bool)
+    r = pll.PlAknn(max_neighbors=5).fit(X, S).predict_with_reject(np.array([[2.0]]))
+    assert r.labels[0] == 0 and r.guess[0] and not r.accept[0]
+    assert r.score[0] == -1.0  # no lead at all
+
+
+def test_empty_bags_carry_no_evidence():
+    X = np.arange(12.0)[:, None]
+    S = np.zeros((12, 2), dtype=bool)
+    S[6:, 1] = True
+    r = pll.PlAknn(max_neighbors=6, c1=0.1).fit(X, S).predict_with_reject(np.array([[0.0], [11.0]]))
+    assert r.labels[1] == 1 and r.accept[1]
+    assert not r.accept[0]  # its 6 neighbors all have empty bags
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(max_neighbors=0), "neighbors"),
+        (dict(c1=0), "c1"),
+        (dict(delta=1.0), "delta"),
+        (dict(max_neighbors=10), "max_neighbors=10 needs more than 10 training rows, got 10"),
+    ],
+)
+def test_bad_parameters_raise_typed_errors(params, match):
+    X = np.arange(10.0)[:, None]
+    S = np.ones((10, 2), dtype=bool)
+    with pytest.raises(InvalidParameterError, match=match):
+        pll.PlAknn(**params).fit(X, S)
+
+
+def test_precomputed_neighbors_must_hold_enough_columns():
+    X = np.arange(10.0)[:, None]
+    S = np.ones((10, 2), dtype=bool)
+    nb = NeighborResult(np.zeros((10, 3), dtype=np.int64), np.zeros((10, 3)), self_excluded=True)
+    with pytest.raises(pll.errors.NeighborsError, match="needs 5 neighbors"):
+        pll.PlAknn(max_neighbors=5).fit(X, S, neighbors=nb)
+
+
+def test_registered_for_the_pipeline():
+    from pll.methods import METHODS, make_method
+
+    assert METHODS["pl_aknn"] is pll.PlAknn
+    clf = make_method("pl_aknn", {"max_neighbors": 7}, random_state=1)
+    assert clf._n_neighbors_needed() == 7 and clf.random_state == 1

@@ -1,0 +1,199 @@
+"""Trust scores against a brute-force numpy oracle over all pairwise distances."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.linear_model import LogisticRegression
+
+import pll
+from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError
+
+
+def pairwise(A, B):
+    return np.sqrt(((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=-1))
+
+
+def oracle_kept(X, y, k, alpha, filtering):
+    """Algorithm 1 (per class) or the uncertainty filter, from all pairwise distances."""
+    n = X.shape[0]
+    if filtering == "none" or alpha == 0:
+        return np.ones(n, dtype=bool)
+    D = pairwise(X, X)
+    keep = np.zeros(n, dtype=bool)
+    if filtering == "density":
+        for c in np.unique(y):
+            rows = np.flatnonzero(y == c)
+            kk = min(k, rows.size)
+            # Radius of the smallest ball holding kk points of the class, the point itself counted.
+            r = np.sort(D[np.ix_(rows, rows)], axis=1)[:, kk - 1]
+            keep[rows] = r <= np.percentile(r, 100 * (1 - alpha))
+        return keep
+    kk = min(k, n)
+    share = np.empty(n)
+    for i in range(n):
+        others = [j for j in np.lexsort((np.arange(n), D[i])) if j != i][: kk - 1]
+        share[i] = (1 + np.sum(y[others] == y[i])) / kk
+    return share >= np.percentile(share, 100 * alpha)
+
+
+def oracle_scores(X, y, n_classes, kept, Xq, pred, min_dist, training=False):
+    D = pairwise(Xq, X)
+    if training:
+        np.fill_diagonal(D, np.inf)  # a training row is not in its own class set
+    dist = np.full((Xq.shape[0], n_classes), np.inf)
+    for c in range(n_classes):
+        members = kept & (y == c)
+        if members.any():
+            dist[:, c] = D[:, members].min(axis=1)
+    scores, closest = [], []
+    for i, p in enumerate(pred):
+        other = [(dist[i, c], c) for c in range(n_classes) if c != p]
+        d_other, c_other = min(other)
+        closest.append(c_other)
+        scores.append(0.0 if np.isinf(dist[i, p]) else d_other / (dist[i, p] + min_dist))
+    return np.array(scores), np.array(closest)
+
+
+@st.composite
+def cases(draw):
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n = draw(st.integers(1, 40))
+    d = draw(st.integers(1, 3))
+    n_classes = draw(st.integers(2, 5))
+    integer = draw(st.booleans())  # integer features: duplicates and exactly tied distances
+    X = rng.integers(0, 4, size=(n, d)).astype(float) if integer else rng.normal(size=(n, d))
+    y = rng.integers(0, n_classes, size=n)
+    Q = rng.integers(0, 4, size=(draw(st.integers(1, 10)), d)).astype(float) if integer else rng.normal(size=(7, d))
+    pred = rng.integers(0, n_classes, size=Q.shape[0])
+    params = dict(
+        k=draw(st.integers(1, 12)),
+        alpha=draw(st.sampled_from([0.0, 0.1, 0.35, 0.8])),
+        filtering=draw(st.sampled_from(["none", "density", "uncertainty"])),
+        min_dist=draw(st.sampled_from([1e-12, 0.5])),
+    )
+    return X, y, n_classes, Q, pred, params, integer
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_scores_match_the_brute_force_oracle(case):
+    X, y, n_classes, Q, pred, params, integer = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ts = pll.TrustScore(**params).fit(X, y, classes=np.arange(n_classes))
+    kept = oracle_kept(X, y, params["k"], params["alpha"], params["filtering"])
+    assert np.array_equal(ts.kept_, kept)
+    same = np.testing.assert_array_equal if integer else lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12)
+    want, want_closest = oracle_scores(X, y, n_classes, kept, Q, pred, params["min_dist"])
+    got, got_closest = ts.score(Q, pred, return_closest=True)
+    same(got, want)
+    if integer:  # continuous data has no ties; rounding may only reorder exact ties
+        assert np.array_equal(got_closest, want_closest)
+    train_pred = (y + 1) % n_classes
+    want, want_closest = oracle_scores(X, y, n_classes, kept, X, train_pred, params["min_dist"], training=True)
+    got, got_closest = ts.score_training(train_pred, return_closest=True)
+    same(got, want)
+    if integer:
+        assert np.array_equal(got_closest, want_closest)
+    want_own, _ = oracle_scores(X, y, n_classes, kept, X, y, params["min_dist"], training=True)
+    same(ts.score_training(), want_own)
+
+
+def test_distances_to_each_class_set():
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(200, 4)), rng.integers(0, 3, 200)
+    Q = rng.normal(size=(50, 4))
+    ts = pll.TrustScore().fit(X, y)
+    want = np.stack([pairwise(Q, X[y == c]).min(axis=1) for c in range(3)], axis=1)
+    np.testing.assert_allclose(ts.distances(Q), want, rtol=1e-12)
+
+
+def test_empty_class_is_infinitely_far_and_warned():
+    X = np.array([[0.0], [1.0], [5.0], [6.0]])
+    with pytest.warns(UserWarning, match=r"class\(es\) 2 have no points"):
+        ts = pll.TrustScore().fit(X, [0, 0, 1, 1], classes=[0, 1, 2])
+    score, closest = ts.score(np.array([[0.5], [0.5]]), [2, 0], return_closest=True)
+    assert score[0] == 0.0  # predicting a class without support is never trusted
+    assert score[1] == pytest.approx(4.5 / 0.5) and closest[1] == 1  # the empty class is never nearest
+    assert np.isinf(ts.distances(np.array([[0.5]]))[0, 2])
+
+
+def test_density_filter_can_empty_a_class_only_with_a_warning_free_fit_otherwise():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(100, 2)), rng.normal(size=(100, 2)) + 5, [[50.0, 50.0]]])
+    y = np.r_[np.zeros(100, int), np.ones(100, int), 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ts = pll.TrustScore(alpha=0.1, filtering="density").fit(X, y)
+    assert not ts.kept_[-1]  # the outlier is filtered
+    assert 0.88 <= ts.kept_[:100].mean() <= 0.92
+    # A point far from class 0's dense core trusts class 0 less after filtering.
+    far = np.array([[50.0, 50.0]])
+    assert ts.score(far, [0]) < pll.TrustScore().fit(X, y).score(far, [0])
+
+
+def test_duplicates_across_classes_are_warned_and_score_zero():
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [3.0, 3.0], [4.0, 4.0]])
+    with pytest.warns(UserWarning, match="2 kept training rows repeat the features of a row with another label"):
+        ts = pll.TrustScore().fit(X, [0, 1, 1, 0])
+    assert ts.score(np.array([[0.0, 0.0]]), [0])[0] == 0.0
+    # Scoring training rows excludes each row by index, not by distance: the duplicate stays.
+    assert ts.score_training()[0] == 0.0
+
+
+def test_same_class_duplicates_do_not_warn_and_count_as_neighbors():
+    X = np.array([[0.0], [0.0], [2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ts = pll.TrustScore(min_dist=1e-6).fit(X, [0, 0, 1])
+    assert ts.score_training()[0] == pytest.approx(2.0 / 1e-6)
+
+
+def test_works_with_a_scikit_learn_classifier_and_string_labels():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(100, 2)), rng.normal(size=(100, 2)) + 3])
+    y = np.array(["cat"] * 100 + ["dog"] * 100)
+    clf = LogisticRegression().fit(X, y)
+    ts = pll.TrustScore().fit(X, y)
+    Q = rng.normal(size=(100, 2)) * 2 + 1.5
+    pred = clf.predict(Q)
+    score, closest = ts.score(Q, pred, return_closest=True)
+    assert set(closest) <= {"cat", "dog"} and (closest != pred).all()
+    # Flipping every prediction inverts every score (two classes, min_dist negligible).
+    np.testing.assert_allclose(ts.score(Q, np.where(pred == "cat", "dog", "cat")), 1 / score, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(k=0), "k must be"),
+        (dict(alpha=1.0), "alpha"),
+        (dict(filtering="knn"), "filtering"),
+        (dict(min_dist=-1.0), "min_dist"),
+    ],
+)
+def test_bad_parameters(params, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        pll.TrustScore(**params).fit(np.zeros((3, 1)), [0, 1, 0])
+
+
+def test_bad_input_names_rows():
+    ts = pll.TrustScore().fit(np.arange(4.0)[:, None], [0, 0, 1, 1])
+    with pytest.raises(InvalidDataError, match="row 1 holds 7"):
+        ts.score(np.zeros((2, 1)), [0, 7])
+    with pytest.raises(InvalidDataError, match="2 predicted labels for 3 rows"):
+        ts.score(np.zeros((3, 1)), [0, 1])
+    with pytest.raises(InvalidDataError, match="row 2 holds NaN"):
+        ts.score(np.array([[0.0], [1.0], [np.nan]]), [0, 1, 1])
+    with pytest.raises(InvalidDataError, match="features"):
+        ts.score(np.zeros((1, 2)), [0])
+    with pytest.raises(InvalidDataError, match="row 0 holds 5"):
+        pll.TrustScore().fit(np.zeros((2, 1)), [5, 0], classes=[0, 1])
+    with pytest.raises(InvalidDataError, match="compares classes"):
+        pll.TrustScore().fit(np.zeros((2, 1)), [3, 3])
+    with pytest.raises(NotFittedError):
+        pll.TrustScore().score(np.zeros((1, 1)), [0])
