@@ -1,26 +1,62 @@
-"""Feature pipelines: scikit-learn transformers fitted on training rows only."""
+"""Feature pipelines: scikit-learn transformers fitted on training rows only.
+
+``fit_transform`` gives the training rows' features and ``transform`` those of
+new rows, with every statistic taken from the training rows.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.preprocessing import MinMaxScaler
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.decomposition import PCA
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 from .data import PartialLabelDataset
+from .errors import InvalidDataError, InvalidParameterError, NotFittedError
+from .neighbors import kneighbors
 
-from .errors import InvalidParameterError
+_EPS = 1e-12
+VARIANTS = {"real-world": 0.1, "vision": 0.25}  # variant -> default smoothing strength alpha
 
-FEATURE_PIPELINES = ("minmax",)
+
+def _pca(n_components=0.95, **params):
+    return make_pipeline(StandardScaler(), PCA(n_components=n_components, svd_solver="full", **params))
 
 
-def make_features(name="minmax"):
-    """A fresh, unfitted transformer for the named feature pipeline."""
-    if name == "minmax":
-        return MinMaxScaler()
-    raise InvalidParameterError(
-        f"unknown feature pipeline {name!r}: choose one of {', '.join(FEATURE_PIPELINES)}"
-    )
+FEATURE_PIPELINES = {
+    "minmax": MinMaxScaler,
+    "standard": StandardScaler,
+    "pca": _pca,
+    "pl_aknn_real": lambda **params: PlAknnPreprocessor(variant="real-world", **params),
+    "pl_aknn_vision": lambda **params: PlAknnPreprocessor(variant="vision", **params),
+}
+
+
+def make_features(name="minmax", **params):
+    """A fresh, unfitted transformer for the named feature pipeline.
+
+    ``minmax`` and ``standard`` scale each feature; ``pca`` standardizes and
+    keeps the principal components explaining 95 % of the variance (or
+    ``n_components``); ``pl_aknn_real`` and ``pl_aknn_vision`` are
+    :class:`PlAknnPreprocessor`'s two variants.  ``params`` go to the
+    transformer.
+
+    Examples
+    --------
+    >>> make_features("pl_aknn_vision", n_components=10)
+    PlAknnPreprocessor(n_components=10, variant='vision')
+    """
+    if name not in FEATURE_PIPELINES:
+        raise InvalidParameterError(
+            f"unknown feature pipeline {name!r}: choose one of {', '.join(FEATURE_PIPELINES)}"
+        )
+    try:
+        return FEATURE_PIPELINES[name](**params)
+    except TypeError as exc:
+        raise InvalidParameterError(f"feature pipeline {name!r}: {exc}") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,12 +70,186 @@ class FeatureSplit:
     train_rows: np.ndarray
     test_rows: np.ndarray
     features: str
+    params: dict = field(default_factory=dict)
 
 
-def featurize(ds, train_rows, test_rows, name="minmax"):
-    """Fit the named feature pipeline on the training rows of ``ds`` and transform both parts."""
+def featurize(ds, train_rows, test_rows, name="minmax", params=None):
+    """Fit the named feature pipeline on the training rows of ``ds`` and transform both parts.
+
+    ``test_rows`` may be any rows treated as new (test or validation rows).
+    """
+    params = dict(params or {})
     train, test = ds.subset(train_rows), ds.subset(test_rows)
-    transformer = make_features(name)
+    transformer = make_features(name, **params)
     X_train = np.asarray(transformer.fit_transform(train.X), dtype=np.float64)
     X_test = np.asarray(transformer.transform(test.X), dtype=np.float64)
-    return FeatureSplit(train, test, X_train, X_test, np.asarray(train_rows), np.asarray(test_rows), name)
+    return FeatureSplit(
+        train, test, X_train, X_test, np.asarray(train_rows), np.asarray(test_rows), name, params
+    )
+
+
+def _l2_rows(X):
+    return X / (np.linalg.norm(X, axis=1, keepdims=True) + _EPS)
+
+
+class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
+    """The feature preprocessing of the PL A-kNN paper (Appendix D.2, as the authors' code does it).
+
+    1. ``"real-world"``: signed cube root ``sign(x)|x|^(1/3)``; ``"vision"``:
+       centering with the training mean, then PCA to ``n_components``.
+    2. L2 normalization of rows.
+    3. Gaussian kNN smoothing: a row moves a fraction ``alpha`` towards the
+       Gaussian-weighted mean (bandwidth: the median of its own neighbor
+       distances) of its ``smooth_k`` nearest training rows, then is
+       L2-normalized again.  Training rows are smoothed with the unsmoothed
+       other training rows, new rows with the smoothed training rows.
+    4. Local density transform: each row is divided by its mean distance to
+       its ``density_k`` nearest smoothed training rows (other rows, for a
+       training row).
+
+    ``fit_transform(X)`` returns the training rows' representation (each row's
+    neighbors exclude itself); ``transform(X)`` treats its rows as new, even
+    when they are the training rows.  Neighbor counts are capped by the rows
+    available: ``n - 1`` for training rows, ``n`` (smoothing) and ``n - 1``
+    (density) for new rows.
+
+    Parameters
+    ----------
+    variant : {"real-world", "vision"}
+    alpha : float in [0, 1] or None
+        Smoothing strength; None means 0.1 for real-world data, 0.25 for vision.
+    smooth_k : int, default 10
+    density_k : int, default 50
+    n_components : int, default 50
+        Vision only: PCA components (capped by the training rows and features).
+    knn : str, default "exact"
+        Backend of :func:`pll.neighbors.kneighbors`.
+    knn_params : dict or None
+        Options of that backend.
+
+    Attributes
+    ----------
+    alpha_ : float
+    mean_ : ndarray of shape (d,) or None
+        Vision: the training mean.
+    pca_ : PCA or None
+    smoothed_ : ndarray of shape (n, d')
+        The smoothed training rows (before the density transform).
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(30, 4))
+    >>> pre = PlAknnPreprocessor(variant="real-world", smooth_k=5, density_k=10)
+    >>> Z = pre.fit_transform(X)
+    >>> Z.shape, pre.transform(X[:3]).shape
+    ((30, 4), (3, 4))
+    """
+
+    def __init__(
+        self,
+        variant="real-world",
+        *,
+        alpha=None,
+        smooth_k=10,
+        density_k=50,
+        n_components=50,
+        knn="exact",
+        knn_params=None,
+    ):
+        self.variant = variant
+        self.alpha = alpha
+        self.smooth_k = smooth_k
+        self.density_k = density_k
+        self.n_components = n_components
+        self.knn = knn
+        self.knn_params = knn_params
+
+    def fit(self, X, y=None):
+        """Learn the training statistics and the smoothed training rows; X of shape (n, d)."""
+        self._fit(X)
+        return self
+
+    def fit_transform(self, X, y=None, **fit_params):
+        """The training rows' representation, shape (n, d'); neighbors exclude each row itself."""
+        self._fit(X)
+        return self._density(self.smoothed_, None)
+
+    def transform(self, X):
+        """The representation of new rows, shape (m, d'), against the fitted training rows."""
+        if not hasattr(self, "smoothed_"):
+            raise NotFittedError("PlAknnPreprocessor: call fit before transform")
+        X = self._check(X, "rows to transform")
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidDataError(
+                f"PlAknnPreprocessor: fitted on {self.n_features_in_} features, got {X.shape[1]}"
+            )
+        Z = self._project(X)
+        smoothed = self._smooth(Z, self.smoothed_, self._neighbors(self.smoothed_, Z, self.smooth_k))
+        return self._density(smoothed, smoothed)
+
+    def _fit(self, X):
+        X = self._check(X, "training rows")
+        if self.variant not in VARIANTS:
+            raise InvalidParameterError(
+                f"PlAknnPreprocessor: variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}"
+            )
+        self.alpha_ = VARIANTS[self.variant] if self.alpha is None else float(self.alpha)
+        if not 0.0 <= self.alpha_ <= 1.0:
+            raise InvalidParameterError(f"PlAknnPreprocessor: alpha must be in [0, 1], got {self.alpha}")
+        for name in ("smooth_k", "density_k", "n_components"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise InvalidParameterError(f"PlAknnPreprocessor: {name} must be a positive integer, got {value!r}")
+        if X.shape[0] < 2:
+            raise InvalidDataError(f"PlAknnPreprocessor: needs at least 2 training rows, got {X.shape[0]}")
+        self.n_features_in_ = X.shape[1]
+        self.mean_, self.pca_ = None, None
+        if self.variant == "vision":
+            self.mean_ = X.mean(axis=0)
+            n_components = min(self.n_components, X.shape[0], X.shape[1])
+            self.pca_ = PCA(n_components=n_components, svd_solver="full").fit(X - self.mean_)
+        Z = self._project(X)
+        self.smoothed_ = self._smooth(Z, Z, self._neighbors(Z, None, self.smooth_k))
+
+    def _project(self, X):
+        """Steps 1 and 2: cube root or centering + PCA, then L2 normalization."""
+        if self.variant == "vision":
+            Z = self.pca_.transform(X - self.mean_)
+        else:
+            Z = np.cbrt(X)
+        return _l2_rows(Z)
+
+    def _neighbors(self, X_train, X_query, k):
+        available = X_train.shape[0] - (1 if X_query is None else 0)
+        return kneighbors(X_train, X_query, min(k, available), self.knn, **(self.knn_params or {}))
+
+    def _smooth(self, Z, neighbor_rows, nb):
+        """Step 3: move each row towards the Gaussian-weighted mean of its neighbors, then L2-normalize."""
+        sigma = np.median(nb.distances, axis=1, keepdims=True) + _EPS
+        w = np.exp(-(nb.distances**2) / (2.0 * sigma**2))
+        w /= w.sum(axis=1, keepdims=True) + _EPS
+        mean = np.einsum("qk,qkd->qd", w, neighbor_rows[nb.indices])
+        return _l2_rows((1.0 - self.alpha_) * Z + self.alpha_ * mean)
+
+    def _density(self, smoothed, query):
+        """Step 4: divide each row by its mean distance to its nearest smoothed training rows."""
+        k = min(self.density_k, self.smoothed_.shape[0] - 1)
+        nb = kneighbors(self.smoothed_, query, k, self.knn, **(self.knn_params or {}))
+        return smoothed / (nb.distances.mean(axis=1, keepdims=True) + _EPS)
+
+    @staticmethod
+    def _check(X, what):
+        try:
+            X = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InvalidDataError(f"PlAknnPreprocessor: {what} are not numeric ({exc})") from None
+        if X.ndim != 2:
+            raise InvalidDataError(f"PlAknnPreprocessor: {what} must be a 2-d array, got shape {X.shape}")
+        bad = ~np.isfinite(X).all(axis=1)
+        if bad.any():
+            raise InvalidDataError(
+                f"PlAknnPreprocessor: {what} hold NaN or infinite values (first at row {int(np.argmax(bad))})"
+            )
+        return X

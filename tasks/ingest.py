@@ -1,4 +1,4 @@
-"""Ingestion stage: load a data set by name or path."""
+"""Ingestion stage: load a data set by name or path, optionally prepared by a protocol."""
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -7,6 +7,12 @@ import pll
 
 
 @task(name="ingest", cache_policy=NO_CACHE)
-def ingest(dataset: str) -> pll.PartialLabelDataset:
-    """Load the data set ``dataset`` (a built-in name or a file path)."""
-    return pll.load_dataset(dataset)
+def ingest(dataset: str, protocol: str = "none", noisy_bags: bool = False) -> pll.PartialLabelDataset:
+    """Load ``dataset`` (a built-in name or a file path).
+
+    ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
+    ``noisy_bags`` accepts empty bags and true labels outside their bags.
+    """
+    return pll.load_dataset(
+        dataset, protocol=protocol, allow_empty_bags=noisy_bags, allow_true_label_outside=noisy_bags
+    )

@@ -183,7 +183,7 @@ def validate_arrays(
             row, col = np.argwhere(not01)[0]
             raise InvalidDataError(
                 f"{source}: candidate bags must hold only 0/1 values "
-                f"(found {S[row, col]!r} at row {row}, class column {col})"
+                f"(found {S[row, col].item()!r} at row {row}, class column {col})"
             )
         S = S.astype(bool)
     classes = np.asarray(classes)

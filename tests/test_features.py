@@ -1,0 +1,163 @@
+"""Feature pipelines: fitted on training rows only; PL A-kNN preprocessing against a direct oracle."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.base import clone
+from sklearn.decomposition import PCA
+
+from pll.data import PartialLabelDataset, one_hot
+from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError, PllError
+from pll.features import FEATURE_PIPELINES, PlAknnPreprocessor, featurize, make_features
+
+
+def _oracle(X_train, X_new, variant, alpha, smooth_k, density_k, n_components=50):
+    """PL A-kNN preprocessing written out row by row from ALGORITHMS.md."""
+    if variant == "real-world":
+        project = lambda X: np.sign(X) * np.abs(X) ** (1.0 / 3.0)  # noqa: E731
+    else:
+        mean = X_train.mean(axis=0)
+        pca = PCA(n_components=min(n_components, *X_train.shape), svd_solver="full").fit(X_train - mean)
+        project = lambda X: pca.transform(X - mean)  # noqa: E731
+
+    def l2(v):
+        return v / (np.linalg.norm(v) + 1e-12)
+
+    def smooth(z, rows, exclude):
+        d = np.linalg.norm(rows - z, axis=1)
+        if exclude is not None:
+            d[exclude] = np.inf
+        k = min(smooth_k, len(rows) - (exclude is not None))
+        nearest = np.lexsort((np.arange(len(rows)), d))[:k]
+        sigma = np.median(d[nearest]) + 1e-12
+        w = np.exp(-d[nearest] ** 2 / (2 * sigma**2))
+        w = w / (w.sum() + 1e-12)
+        return l2((1 - alpha) * z + alpha * (w[:, None] * rows[nearest]).sum(axis=0))
+
+    def density(z, smoothed, exclude):
+        d = np.linalg.norm(smoothed - z, axis=1)
+        if exclude is not None:
+            d[exclude] = np.inf
+        k = min(density_k, len(smoothed) - 1)
+        return z / (np.sort(d)[:k].mean() + 1e-12)
+
+    Z = np.array([l2(z) for z in project(X_train)])
+    smoothed = np.array([smooth(Z[i], Z, i) for i in range(len(Z))])
+    train = np.array([density(smoothed[i], smoothed, i) for i in range(len(Z))])
+    new = np.array([density(smooth(l2(z), smoothed, None), smoothed, None) for z in project(X_new)])
+    return train, new
+
+
+@pytest.mark.parametrize(
+    "variant, alpha, smooth_k, density_k, n_train",
+    [
+        ("real-world", None, 10, 50, 80),
+        ("real-world", 0.5, 4, 7, 30),
+        ("vision", None, 10, 50, 80),
+        ("vision", 0.3, 3, 100, 25),  # density_k capped at n - 1
+        ("real-world", 0.2, 20, 50, 8),  # smoothing capped at n - 1 (training) and n (new rows)
+    ],
+)
+def test_pl_aknn_preprocessing_matches_the_oracle(variant, alpha, smooth_k, density_k, n_train):
+    rng = np.random.default_rng(n_train)
+    X = rng.normal(size=(n_train + 15, 60 if variant == "vision" else 6)) * rng.uniform(0.1, 10, size=1)
+    pre = PlAknnPreprocessor(variant, alpha=alpha, smooth_k=smooth_k, density_k=density_k, n_components=20)
+    train, new = pre.fit_transform(X[:n_train]), pre.transform(X[n_train:])
+    alpha = {"real-world": 0.1, "vision": 0.25}[variant] if alpha is None else alpha
+    expected_train, expected_new = _oracle(X[:n_train], X[n_train:], variant, alpha, smooth_k, density_k, 20)
+    np.testing.assert_allclose(train, expected_train, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(new, expected_new, rtol=1e-9, atol=1e-12)
+    assert pre.smoothed_.shape[0] == n_train and pre.alpha_ == alpha
+
+
+def test_transform_treats_training_rows_as_new():
+    X = np.random.default_rng(1).normal(size=(40, 5))
+    pre = PlAknnPreprocessor(smooth_k=5, density_k=8)
+    own = pre.fit_transform(X)
+    as_new = pre.transform(X)
+    assert not np.allclose(own, as_new)  # a row is its own nearest neighbor only when treated as new
+    _, expected = _oracle(X, X, "real-world", 0.1, 5, 8)
+    np.testing.assert_allclose(as_new, expected, rtol=1e-9)
+    np.testing.assert_allclose(PlAknnPreprocessor(smooth_k=5, density_k=8).fit(X).smoothed_, pre.smoothed_)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(1e-3, 1e3), st.sampled_from(["real-world", "vision"]))
+def test_positive_rescaling_of_the_input_changes_nothing(seed, scale, variant):
+    # cube root and PCA are homogeneous and rows are L2-normalized before anything else
+    X = np.random.default_rng(seed).normal(size=(30, 6))
+    a = PlAknnPreprocessor(variant, smooth_k=4, density_k=6).fit_transform(X)
+    b = PlAknnPreprocessor(variant, smooth_k=4, density_k=6).fit_transform(X * scale)
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9)
+
+
+def test_preprocessor_follows_scikit_learn_conventions_and_validates_in_fit():
+    pre = PlAknnPreprocessor("vision", alpha=0.3, knn="exact", knn_params=None)
+    assert clone(pre).get_params() == pre.get_params()
+    with pytest.raises(NotFittedError):
+        pre.transform(np.zeros((2, 3)))
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    bad = [
+        (PlAknnPreprocessor("audio"), InvalidParameterError, "variant must be one of real-world, vision"),
+        (PlAknnPreprocessor(alpha=2.0), InvalidParameterError, "alpha must be in"),
+        (PlAknnPreprocessor(smooth_k=0), InvalidParameterError, "smooth_k must be a positive integer"),
+        (PlAknnPreprocessor(knn="nope"), InvalidParameterError, "unknown kNN backend 'nope'"),
+        (PlAknnPreprocessor(knn_params={"bogus": 1}), PllError, "bogus"),
+    ]
+    for estimator, error, message in bad:
+        with pytest.raises(error, match=message):
+            estimator.fit(X)
+    with pytest.raises(InvalidDataError, match="NaN or infinite values \\(first at row 1\\)"):
+        PlAknnPreprocessor().fit(np.array([[0.0, 1.0], [np.nan, 1.0], [1.0, 2.0]]))
+    with pytest.raises(InvalidDataError, match="fitted on 3 features, got 2"):
+        PlAknnPreprocessor().fit(X).transform(X[:, :2])
+    with pytest.raises(InvalidDataError, match="at least 2 training rows"):
+        PlAknnPreprocessor().fit(X[:1])
+
+
+# ---------------------------------------------------------------- registry and featurize
+
+
+def _ds(n=60, d=4, l=3):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d)) * [1, 10, 100, 1000][:d] + 5
+    y = rng.integers(0, l, size=n)
+    return PartialLabelDataset(X, one_hot(y, l), y, list("abc"), "toy")
+
+
+@pytest.mark.parametrize("name", list(FEATURE_PIPELINES))
+def test_every_pipeline_is_fitted_on_the_training_rows_only(name):
+    ds = _ds()
+    train, test = np.arange(0, 60, 2), np.arange(1, 60, 2)
+    split = featurize(ds, train, test, name)
+    fitted = make_features(name).fit(ds.X[train])
+    np.testing.assert_allclose(split.X_test, fitted.transform(ds.X[test]), rtol=1e-12)
+    moved = ds.X.copy()
+    moved[test] *= 50  # test rows must not influence the fitted statistics
+    other = featurize(PartialLabelDataset(moved, ds.S, ds.y, ds.classes, "moved"), train, test, name)
+    np.testing.assert_allclose(other.X_train, split.X_train, rtol=1e-12)
+    assert split.features == name and split.X_train.shape[0] == 30 and split.X_test.shape[0] == 30
+
+
+def test_minmax_standard_and_pca_compute_what_they_say():
+    ds = _ds()
+    train, test = np.arange(40), np.arange(40, 60)
+    Xtr = ds.X[train]
+    lo, hi = Xtr.min(axis=0), Xtr.max(axis=0)
+    np.testing.assert_allclose(featurize(ds, train, test, "minmax").X_test, (ds.X[test] - lo) / (hi - lo))
+    std = featurize(ds, train, test, "standard")
+    np.testing.assert_allclose(std.X_train.mean(axis=0), 0, atol=1e-12)
+    np.testing.assert_allclose(std.X_train.std(axis=0), 1)
+    pca = featurize(ds, train, test, "pca", {"n_components": 2})
+    assert pca.X_train.shape == (40, 2) and pca.params == {"n_components": 2}
+    np.testing.assert_allclose(pca.X_train.mean(axis=0), 0, atol=1e-12)
+
+
+def test_pl_aknn_pipelines_are_registered():
+    assert make_features("pl_aknn_real").variant == "real-world"
+    assert make_features("pl_aknn_vision", alpha=0.5).get_params()["alpha"] == 0.5
+    with pytest.raises(InvalidParameterError, match="unknown feature pipeline 'fancy'.*minmax"):
+        make_features("fancy")
+    with pytest.raises(InvalidParameterError, match="feature pipeline 'minmax'"):
+        make_features("minmax", nonsense=1)
