@@ -39,20 +39,27 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="pll", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the pipeline once and log it to MLflow")
-    run.add_argument("--dataset", default="digits", help="built-in name or path (default: digits)")
-    run.add_argument("--noise", default="auto", help="noise model: auto, none, uniform, class_dependent, ...")
+    run.add_argument("--dataset", default="digits", help="built-in name or path (default: digits; see `pll datasets`)")
+    run.add_argument("--protocol", default="none", help="data preparation: none or dst-pll (default: none)")
+    run.add_argument("--noisy-bags", action="store_true",
+                     help="accept empty bags and true labels outside their bags (noisy partial labels)")
+    run.add_argument("--noise", default="auto",
+                     help="noise model: auto (class_dependent for fully labelled data, else none), none, uniform, "
+                     "class_dependent, instance_dependent, cluster_dependent, remove_true_label")
     run.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--methods", default=None, help="comma-separated methods (default: all)")
     run.add_argument("--method-params", type=_json_arg, default=None,
                      help='JSON per method, e.g. \'{"pl_knn": {"n_neighbors": 5}}\'')
-    run.add_argument("--features", default="minmax", help="feature pipeline (default: minmax)")
+    run.add_argument("--features", default="minmax",
+                     help="feature pipeline: minmax, standard, pca, pl_aknn_real, pl_aknn_vision (default: minmax)")
     run.add_argument("--knn-backend", default="exact", help="kNN backend (default: exact)")
     run.add_argument("--knn-options", type=_json_arg, default=None, help="JSON options of the kNN backend")
     run.add_argument("--tracking-uri", default=None,
                      help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     run.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
     sub.add_parser("serve", help="serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
+    sub.add_parser("datasets", help="list the built-in data sets, file formats, noise models and feature pipelines")
     return parser
 
 
@@ -73,6 +80,8 @@ def cmd_run(args):
     methods = args.methods.split(",") if args.methods else list(METHODS)
     result = pipeline(
         dataset=args.dataset,
+        protocol=args.protocol,
+        noisy_bags=args.noisy_bags,
         noise=args.noise,
         noise_params=args.noise_params,
         seed=args.seed,
@@ -94,11 +103,28 @@ def cmd_run(args):
     return 0
 
 
+def cmd_datasets(args):
+    from pll.data import BUILTIN_NAMES, FILE_FORMATS, PROTOCOLS
+    from pll.features import FEATURE_PIPELINES
+    from pll.noise import NOISE_MODELS
+
+    print("Built-in data sets (fully labelled; partial labels from a noise model):")
+    for name in BUILTIN_NAMES:
+        print(f"  {name}")
+    print("Files (pass a path to --dataset):")
+    for suffix, description in FILE_FORMATS.items():
+        print(f"  {suffix:<9} {description}")
+    print(f"Protocols (--protocol): {', '.join(PROTOCOLS)}")
+    print(f"Noise models (--noise): auto, none, {', '.join(NOISE_MODELS)}")
+    print(f"Feature pipelines (--features): {', '.join(FEATURE_PIPELINES)}")
+    return 0
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     _quiet_input_errors()
     try:
-        return {"run": cmd_run, "serve": cmd_serve}[args.command](args)
+        return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets}[args.command](args)
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,8 @@ DEFAULT_METHODS = ("pl_knn",)
 @flow(name="pll-pipeline", log_prints=True)
 def pipeline(
     dataset: str = "digits",
+    protocol: str = "none",
+    noisy_bags: bool = False,
     noise: str = "auto",
     noise_params: dict | None = None,
     seed: int = 0,
@@ -37,11 +39,15 @@ def pipeline(
 
     Returns a dict with the MLflow ``run_id``, ``experiment``, ``tracking_uri``
     and the ``metrics`` table (one row per method and reject option).
+    ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
+    ``noisy_bags`` accepts empty bags and true labels outside their bags.
     """
     tracking_uri = resolve_tracking_uri(tracking_uri)
     method_params = {m: dict((method_params or {}).get(m, {})) for m in methods}
     config = {
         "dataset": dataset,
+        "protocol": protocol,
+        "noisy_bags": noisy_bags,
         "noise": noise,
         "noise_params": noise_params or {},
         "seed": seed,
@@ -55,7 +61,7 @@ def pipeline(
     groups = group_by_features(methods, features, method_features)
     run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config)
     try:
-        ds = add_noise(ingest(dataset), noise, noise_params, seed)
+        ds = add_noise(ingest(dataset, protocol, noisy_bags), noise, noise_params, seed)
         rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
         outputs = []
         for group_features, group in groups.items():
