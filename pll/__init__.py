@@ -4,8 +4,9 @@ The library alone, free of orchestration and tracking: data sets, noise
 models, features, neighbor search, the methods and their evaluation.
 """
 
-from . import errors, evaluation, neighbors, noise
+from . import errors, evaluation, features, neighbors, noise
 from .data import PartialLabelDataset, load_dataset, train_test_split
+from .features import PlAknnPreprocessor
 from .methods import DstPll, PlAknn, PlKnn, RejectPrediction
 from .trust_score import TrustScore
 
@@ -15,11 +16,13 @@ __all__ = [
     "DstPll",
     "PartialLabelDataset",
     "PlAknn",
+    "PlAknnPreprocessor",
     "PlKnn",
     "RejectPrediction",
     "TrustScore",
     "errors",
     "evaluation",
+    "features",
     "load_dataset",
     "neighbors",
     "noise",
