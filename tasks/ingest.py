@@ -4,9 +4,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 import pll
+from tasks.caching import RETRIES
 
 
-@task(name="ingest", cache_policy=NO_CACHE)
+@task(name="ingest", cache_policy=NO_CACHE, **RETRIES)
 def ingest(dataset: str, protocol: str = "none", noisy_bags: bool = False) -> pll.PartialLabelDataset:
     """Load ``dataset`` (a built-in name or a file path).
 

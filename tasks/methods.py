@@ -3,10 +3,10 @@
 from dataclasses import dataclass
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 from sklearn.base import clone
 
 from pll.methods import RejectPrediction, make_method
+from tasks.caching import CACHED, RETRIES
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class MethodOutput:
     option: str = "native"
 
 
-@task(name="method", cache_policy=NO_CACHE, task_run_name="method-{name}")
+@task(name="method", **CACHED, **RETRIES, task_run_name="method-{name}")
 def run_method(name: str, params: dict | None, split, rows, neighbors, seed: int) -> MethodOutput:
     """Fit ``name`` on the split's training rows, reusing the precomputed ``neighbors``."""
     clf = make_method(name, params, random_state=seed)

@@ -3,9 +3,9 @@
 from dataclasses import dataclass
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from pll.neighbors import NeighborResult, kneighbors
+from tasks.caching import CACHED, RETRIES
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class NeighborSet:
     val: NeighborResult
 
 
-@task(name="neighbors", cache_policy=NO_CACHE)
+@task(name="neighbors", **CACHED, **RETRIES)
 def find_neighbors(split, rows, k: int, backend: str, options: dict | None) -> NeighborSet:
     """``k`` neighbors for every query set of the split (validation indices refer to ``rows.fit``)."""
     options = dict(options or {})

@@ -1,0 +1,366 @@
+"""Benchmark grids: a YAML file describing many pipeline runs, expanded into cells.
+
+A *cell* is one pipeline run: one method with one setting of its parameters
+on one data set, noise configuration, seed, feature pipeline and kNN backend.
+The grid is the cross product of the lists in the file::
+
+    name: smoke                  # required; letters, digits, '.', '_' and '-'
+    description: free text       # optional
+    experiment: pll-benchmark    # MLflow experiment of the grid's runs (default: pll-benchmark)
+    max_concurrency: 2           # cells running at once (default: 2)
+    datasets: [iris, wine]       # required; built-in names or file paths
+    noise:                       # default: [auto]; an entry is a model name or a mapping
+      - class_dependent          #   whose 'model' names the model and whose other keys
+      - {model: uniform, p: [0.3, 0.7]}   # are its parameters
+    seeds: [0, 1]                # required; integers
+    methods:                     # required; method name -> its parameters
+      pl_knn: {n_neighbors: [5, 10]}
+      dst_pll: {}
+    method_features: {}          # optional; method name -> its feature pipeline
+    features: minmax             # default: minmax; one pipeline or a list
+    knn_backend: exact           # default: exact; one backend or a list
+    knn_options: {}              # options of the kNN backend (not expanded)
+    val_fraction: 0.2            # validation hold-out inside the training rows
+
+Wherever a parameter's value is a list (noise and method parameters,
+``datasets``, ``seeds``, ``features``, ``knn_backend``), the grid holds one
+cell per value; lists in several places multiply.  The example above has
+2 data sets x 3 noise settings x 2 seeds x 3 method settings = 36 cells.
+
+Every cell has a stable key, a hash of its pipeline parameters: the same
+cell in any grid, on any machine, has the same key.  A grid's key hashes its
+name and its cells' keys.
+
+Examples
+--------
+>>> grid = parse_grid({"name": "tiny", "datasets": ["iris"], "seeds": [0, 1],
+...                    "methods": {"pl_knn": {"n_neighbors": [3, 5]}}})
+>>> len(grid.cells)
+4
+>>> grid.cells[0].label
+'iris / auto / pl_knn(n_neighbors=3) / seed 0'
+>>> grid.cells[0].pipeline_parameters()["method_params"]
+{'pl_knn': {'n_neighbors': 3}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from .errors import DataFileError, InvalidParameterError, PllError
+from .evaluation import compare_methods
+from .features import FEATURE_PIPELINES
+from .methods import METHODS, make_method
+from .neighbors import BACKENDS
+from .noise import NOISE_MODELS
+
+DEFAULT_EXPERIMENT = "pll-benchmark"
+DEFAULT_MAX_CONCURRENCY = 2
+KEYS = (
+    "name", "description", "experiment", "max_concurrency", "datasets", "noise", "seeds", "methods",
+    "method_features", "features", "knn_backend", "knn_options", "val_fraction",
+)
+REQUIRED = ("name", "datasets", "seeds", "methods")
+NOISE_CHOICES = ("auto", "none", *NOISE_MODELS)
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def stable_hash(obj, length=12) -> str:
+    """A hash of a JSON-able object that does not depend on dict order, process or machine."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+@dataclass(frozen=True, eq=False)
+class Cell:
+    """One pipeline run of a grid."""
+
+    dataset: str
+    noise: str
+    noise_params: dict
+    seed: int
+    method: str
+    method_params: dict
+    features: str
+    knn_backend: str
+    knn_options: dict
+    val_fraction: float
+
+    def pipeline_parameters(self) -> dict:
+        """Keyword arguments of the pipeline flow that run this cell."""
+        return {
+            "dataset": self.dataset,
+            "noise": self.noise,
+            "noise_params": dict(self.noise_params),
+            "seed": self.seed,
+            "methods": [self.method],
+            "method_params": {self.method: dict(self.method_params)},
+            "features": self.features,
+            "knn_backend": self.knn_backend,
+            "knn_options": dict(self.knn_options),
+            "val_fraction": self.val_fraction,
+        }
+
+    @property
+    def key(self) -> str:
+        return stable_hash(self.pipeline_parameters())
+
+    @property
+    def noise_label(self) -> str:
+        return self.noise + (f"({_kwargs(self.noise_params)})" if self.noise_params else "")
+
+    @property
+    def variant(self) -> str:
+        """The method with its parameters, e.g. ``pl_knn(n_neighbors=5)``."""
+        return f"{self.method}({_kwargs(self.method_params)})" if self.method_params else self.method
+
+    @property
+    def label(self) -> str:
+        """A short human-readable name: data set / noise / method(params) / seed."""
+        return f"{self.dataset} / {self.noise_label} / {self.variant} / seed {self.seed}"
+
+
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """A validated grid: its settings and its cells in a fixed order."""
+
+    name: str
+    cells: tuple
+    experiment: str = DEFAULT_EXPERIMENT
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    description: str = ""
+    source: str = "<grid>"
+    spec: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return stable_hash({"name": self.name, "cells": [c.key for c in self.cells]})
+
+
+def load_grid(path) -> Grid:
+    """Read and validate the grid file at ``path``."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot read the grid file ({exc.strerror or exc})") from None
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DataFileError(f"{path}: not valid YAML ({exc})") from None
+    return parse_grid(spec, source=str(path))
+
+
+def parse_grid(spec, source="<grid>") -> Grid:
+    """Validate a grid given as a mapping (the parsed YAML) and expand it into cells.
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming ``source`` and the offending key and value.
+    """
+
+    def bad(where, message):
+        return InvalidParameterError(f"{source}: {where}: {message}")
+
+    if not isinstance(spec, dict):
+        raise InvalidParameterError(f"{source}: a grid must be a mapping of keys, got {type(spec).__name__}")
+    unknown = [k for k in spec if k not in KEYS]
+    if unknown:
+        raise bad(f"key {unknown[0]!r}", f"unknown key; the keys are {', '.join(KEYS)}")
+    missing = [k for k in REQUIRED if k not in spec]
+    if missing:
+        raise bad(f"key {missing[0]!r}", "required key is missing")
+
+    name = spec["name"]
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise bad("name", f"must be letters, digits, '.', '_' or '-', got {name!r}")
+    experiment = _string(spec.get("experiment", DEFAULT_EXPERIMENT), "experiment", bad)
+    description = _string(spec.get("description", ""), "description", bad, allow_empty=True)
+    max_concurrency = spec.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
+    if not _is_int(max_concurrency) or max_concurrency < 1:
+        raise bad("max_concurrency", f"must be a positive integer, got {max_concurrency!r}")
+    val_fraction = spec.get("val_fraction", 0.2)
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
+        raise bad("val_fraction", f"must be a number in (0, 1), got {val_fraction!r}")
+
+    datasets = [_string(d, f"datasets[{i}]", bad) for i, d in enumerate(_values(spec["datasets"], "datasets", bad))]
+    seeds = _values(spec["seeds"], "seeds", bad)
+    for i, seed in enumerate(seeds):
+        if not _is_int(seed) or seed < 0:
+            raise bad(f"seeds[{i}]", f"must be a non-negative integer, got {seed!r}")
+    features = _choices(spec.get("features", "minmax"), "features", FEATURE_PIPELINES, bad)
+    backends = _choices(spec.get("knn_backend", "exact"), "knn_backend", BACKENDS, bad)
+    knn_options = spec.get("knn_options") or {}
+    if not isinstance(knn_options, dict):
+        raise bad("knn_options", f"must be a mapping of option names to values, got {knn_options!r}")
+    noises = _noise_settings(spec.get("noise", "auto"), bad)
+    methods = _method_settings(spec["methods"], bad)
+    method_features = _method_features(spec.get("method_features") or {}, methods, bad)
+
+    cells = []
+    for dataset, (noise, noise_params), feature, backend, (method, params), seed in itertools.product(
+        datasets, noises, features, backends, methods, seeds
+    ):
+        cells.append(
+            Cell(dataset, noise, noise_params, int(seed), method, params,
+                 method_features.get(method, feature), backend, knn_options, float(val_fraction))
+        )
+    seen = {}
+    for cell in cells:
+        if cell.key in seen:
+            raise bad("cells", f"{cell.label!r} appears twice (a value is listed twice)")
+        seen[cell.key] = cell
+    return Grid(name, tuple(cells), experiment, int(max_concurrency), description, source, dict(spec))
+
+
+def _kwargs(params):
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _string(value, where, bad, allow_empty=False):
+    if not isinstance(value, str) or not (value or allow_empty):
+        raise bad(where, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _values(value, where, bad):
+    """A scalar or a non-empty list, as a list."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise bad(where, "an empty list leaves no cells")
+    return values
+
+
+def _choices(value, where, allowed, bad):
+    values = _values(value, where, bad)
+    for i, v in enumerate(values):
+        if v not in allowed:
+            raise bad(f"{where}[{i}]" if isinstance(value, list) else where,
+                      f"unknown value {v!r}; choose from {', '.join(allowed)}")
+    return values
+
+
+def _expand(params, where, bad):
+    """All settings of a parameter mapping: the cross product of its list values."""
+    if not isinstance(params, dict):
+        raise bad(where, f"must be a mapping of parameter names to values, got {params!r}")
+    names = [str(k) for k in params]
+    choices = [_values(v, f"{where}.{k}", bad) for k, v in params.items()]
+    return [dict(zip(names, combo)) for combo in itertools.product(*choices)]
+
+
+def _noise_settings(value, bad):
+    settings = []
+    entries = value if isinstance(value, list) else [value]
+    if not entries:
+        raise bad("noise", "an empty list leaves no cells")
+    for i, entry in enumerate(entries):
+        where = f"noise[{i}]" if isinstance(value, list) else "noise"
+        if isinstance(entry, str):
+            model, params = entry, {}
+        elif isinstance(entry, dict):
+            params = dict(entry)
+            model = params.pop("model", None)
+            if not isinstance(model, str):
+                raise bad(where, "a noise mapping needs a 'model' key naming the noise model")
+        else:
+            raise bad(where, f"must be a noise model name or a mapping with 'model', got {entry!r}")
+        if model not in NOISE_CHOICES:
+            raise bad(where, f"unknown noise model {model!r}; choose from {', '.join(NOISE_CHOICES)}")
+        settings += [(model, p) for p in _expand(params, where, bad)]
+    return settings
+
+
+def _method_settings(value, bad):
+    if not isinstance(value, dict) or not value:
+        raise bad("methods", f"must be a non-empty mapping of method names to parameters, got {value!r}")
+    settings = []
+    for method, params in value.items():
+        where = f"methods.{method}"
+        if method not in METHODS:
+            raise bad(where, f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+        for setting in _expand(params or {}, where, bad):
+            try:
+                make_method(method, setting)
+            except PllError as exc:
+                raise bad(where, str(exc)) from None
+            settings.append((method, setting))
+    return settings
+
+
+def _method_features(value, methods, bad):
+    if not isinstance(value, dict):
+        raise bad("method_features", f"must be a mapping of method names to feature pipelines, got {value!r}")
+    names = {m for m, _ in methods}
+    for method, features in value.items():
+        if method not in names:
+            raise bad(f"method_features.{method}", "names a method the grid does not run")
+        if features not in FEATURE_PIPELINES:
+            raise bad(f"method_features.{method}",
+                      f"unknown feature pipeline {features!r}; choose from {', '.join(FEATURE_PIPELINES)}")
+    return dict(value)
+
+
+# Results of a grid ---------------------------------------------------------------------------
+
+CELL_COLUMNS = ("cell", "dataset", "noise", "seed", "variant", "features", "knn_backend")
+
+
+def results_table(cells, tables) -> pd.DataFrame:
+    """One table of every finished cell's metrics, with the cell's settings in front.
+
+    ``tables`` maps a cell key to that cell's metrics table (one row per
+    method and reject option); cells without one are left out.  ``noise``
+    and ``variant`` (method and parameters) are the labels used in
+    :attr:`Cell.label`.
+    """
+    frames = []
+    for cell in cells:
+        if cell.key not in tables:
+            continue
+        values = (cell.key, cell.dataset, cell.noise_label, cell.seed, cell.variant, cell.features, cell.knn_backend)
+        settings = dict(zip(CELL_COLUMNS, values))
+        frames.append(tables[cell.key].assign(**settings))
+    if not frames:
+        return pd.DataFrame(columns=list(CELL_COLUMNS))
+    table = pd.concat(frames, ignore_index=True)
+    return table[list(CELL_COLUMNS) + [c for c in table.columns if c not in CELL_COLUMNS]]
+
+
+def summarize(table, alpha=0.05) -> pd.DataFrame:
+    """Mean ± std across seeds and paired t-tests against the best, per data set, noise and metric.
+
+    What is compared is a method setting with one reject option (``variant
+    [reject]``, plus the feature pipeline or kNN backend when the grid varies
+    them); seeds pair the observations (:func:`pll.evaluation.compare_methods`).
+    """
+    columns = ["dataset", "noise", "metric", "method", "mean", "std", "n", "best", "p_value", "marked"]
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    ids = set(CELL_COLUMNS) | {"method", "reject"}
+    metrics = [c for c in table.columns if c not in ids and pd.api.types.is_numeric_dtype(table[c])]
+    compared = table["variant"] + " [" + table["reject"].astype(str) + "]"
+    for column in ("features", "knn_backend"):
+        if table[column].nunique() > 1:
+            compared = compared + f" {column}=" + table[column].astype(str)
+    long = table.assign(method=compared).melt(
+        id_vars=["dataset", "noise", "seed", "method"], value_vars=metrics, var_name="metric"
+    )
+    long = long[np.isfinite(long["value"].astype(float))]
+    if long.empty:
+        return pd.DataFrame(columns=columns)
+    return compare_methods(long, by=("dataset", "noise"), pair=("seed",), alpha=alpha)

@@ -1,0 +1,128 @@
+"""Caching and retries of pipeline stages.
+
+A stage's cache key is a hash of what determines its result: the data (a
+data set by the contents of its arrays, i.e. its fingerprint), the noise
+model and seed, the feature pipeline, the kNN backend and its parameters.
+Inputs are reduced to small JSON descriptors first — an array becomes a
+digest of its bytes — so that nothing large is ever pickled to make a key.
+The key also covers the source of the ``pll`` and ``tasks`` packages and
+the versions of the key packages: changed code never serves a stale result.
+
+Results are persisted under ``$PLL_CACHE_DIR``, by default ``.pll-cache`` in
+the working directory (a relative path, resolved whenever a result is
+written or read, so a Dask worker uses its own working directory; point
+``PLL_CACHE_DIR`` at a shared absolute path when workers run elsewhere).
+
+Stages retry transient failures (I/O, network, Dask cluster) with exponential
+backoff; a bad input or a bug fails the same way every time and is not retried.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from prefect.cache_policies import CachePolicy
+from prefect.tasks import exponential_backoff
+
+from pll.errors import PllError
+from pll.grid import stable_hash
+
+CACHE_DIR_ENV = "PLL_CACHE_DIR"
+RESULT_STORE = Path(os.environ.get(CACHE_DIR_ENV) or ".pll-cache")
+HASHED_PACKAGES = ("pll", "tasks")
+# Fields and options that say how long a stage took or where it ran, not what it computed.
+NOT_CONTENT = frozenset({"timings", "address"})
+
+
+def array_digest(a: np.ndarray) -> str:
+    """A digest of an array's dtype, shape and bytes."""
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    if a.dtype.hasobject:
+        h.update(json.dumps([str(v) for v in a.ravel()]).encode())
+    else:
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()[:32]
+
+
+def describe(value, name: str = "value"):
+    """A small JSON-able descriptor of a stage input: equal descriptors, equal results.
+
+    Arrays become digests, dataclasses (data sets, splits, neighbor results)
+    the descriptors of their fields; entries named in :data:`NOT_CONTENT` are
+    left out.  Raises TypeError, naming ``name``, for a
+    type it cannot describe — Prefect then runs the stage without caching.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
+        return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, np.ndarray):
+        return {"array": array_digest(value)}
+    if isinstance(value, dict):
+        return {str(k): describe(v, f"{name}.{k}") for k, v in value.items() if k not in NOT_CONTENT}
+    if isinstance(value, (list, tuple)):
+        return [describe(v, f"{name}[{i}]") for i, v in enumerate(value)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {
+            f.name: describe(getattr(value, f.name), f"{name}.{f.name}")
+            for f in dataclasses.fields(value)
+            if f.name not in NOT_CONTENT
+        }
+        return {"type": type(value).__qualname__, **fields}
+    raise TypeError(f"cache key: cannot describe input {name!r} of type {type(value).__qualname__}")
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of the sources of :data:`HASHED_PACKAGES` and the key package versions."""
+    from tasks.tracking import package_versions
+
+    h = hashlib.sha256(json.dumps(package_versions(), sort_keys=True).encode())
+    root = Path(__file__).resolve().parents[1]
+    for package in HASHED_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+@dataclasses.dataclass
+class StageInputs(CachePolicy):
+    """Prefect cache policy: the task's name, the descriptors of its inputs, the code version."""
+
+    def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs):
+        described = {name: describe(value, name) for name, value in (inputs or {}).items()}
+        return stable_hash({"task": task_ctx.task.name, "inputs": described, "code": code_version()}, length=64)
+
+
+def is_transient(exc) -> bool:
+    """A failure of the machine, the network or the Dask cluster, which a retry may not meet again.
+
+    Anything else -- a bad input (:class:`~pll.errors.PllError`), a bug --
+    would fail the same way every time.
+    """
+    if isinstance(exc, PllError):
+        return False
+    return isinstance(exc, OSError) or type(exc).__module__.partition(".")[0] == "distributed"
+
+
+def retry_if_transient(task, task_run, state) -> bool:
+    return is_transient(state.data)
+
+
+# Keyword arguments of ``@task`` for a stage whose result is cached by its inputs ...
+CACHED = {"cache_policy": StageInputs(), "persist_result": True, "result_storage": RESULT_STORE}
+# ... and for any stage that should retry transient failures with backoff.
+RETRIES = {
+    "retries": 2,
+    "retry_delay_seconds": exponential_backoff(backoff_factor=2),
+    "retry_jitter_factor": 0.5,
+    "retry_condition_fn": retry_if_transient,
+}
