@@ -191,8 +191,8 @@ def reject_report(y_true, labels, accept, lambdas=DEFAULT_LAMBDAS, *, n_classes=
     _nonempty(correct.size)
     accept = _as_mask(accept, "accept", correct.size)
     report = _report(correct, accept, lams)
-    report["mcc"] = matthews_correlation(np.asarray(y_true, dtype=np.int64), np.asarray(labels, dtype=np.int64))
-    return report
+    mcc = matthews_correlation(np.asarray(y_true, dtype=np.int64), np.asarray(labels, dtype=np.int64))
+    return {"accuracy": report.pop("accuracy"), "mcc": mcc, **report}
 
 
 def matthews_correlation(y_true, labels):

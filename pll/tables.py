@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
+
+_CALIBRATED = re.compile(r"^cal_(?P<what>.+)_(?P<lam>\d+\.\d\d)$")
+_RISK = re.compile(r"^risk_(?P<lam>\d+\.\d\d)$")
 
 
 def metrics_table(metrics: dict) -> pd.DataFrame:
@@ -14,6 +19,83 @@ def metrics_table(metrics: dict) -> pd.DataFrame:
         rows.setdefault((method, option), {})[metric] = value
     frame = pd.DataFrame([{"method": m, "reject": o, **vals} for (m, o), vals in rows.items()])
     return frame
+
+
+def risk_table(metrics: dict) -> pd.DataFrame:
+    """``R_λ`` per (method, reject option, λ): at the option's own rule and at the calibrated threshold.
+
+    Parameters
+    ----------
+    metrics : dict
+        Metrics named ``<method>.<option>.risk_<λ>`` and
+        ``<method>.<option>.cal_<what>_<λ>`` (see ``tasks.evaluate``).
+
+    Returns
+    -------
+    DataFrame with columns ``method``, ``reject``, ``lambda``, ``risk`` and
+        one ``cal_<what>`` column per calibrated quantity (``cal_threshold``,
+        ``cal_rejection_rate``, ``cal_risk``), sorted by method, option, λ.
+
+    Examples
+    --------
+    >>> risk_table({"m.native.risk_0.10": 0.2, "m.native.cal_risk_0.10": 0.15})
+      method  reject  lambda  risk  cal_risk
+    0      m  native     0.1   0.2      0.15
+    """
+    rows = {}
+    for name, value in metrics.items():
+        method, option, metric = name.split(".", 2)
+        risk, cal = _RISK.match(metric), _CALIBRATED.match(metric)
+        match, column = (risk, "risk") if risk else (cal, f"cal_{cal['what']}") if cal else (None, None)
+        if match:
+            rows.setdefault((method, option, float(match["lam"])), {})[column] = value
+    frame = pd.DataFrame([{"method": m, "reject": o, "lambda": lam, **v} for (m, o, lam), v in rows.items()])
+    if frame.empty:
+        return frame
+    return frame.sort_values(["method", "reject", "lambda"], ignore_index=True)
+
+
+def significance_table(summary: pd.DataFrame, columns="dataset", digits=2, scale=1.0) -> pd.DataFrame:
+    """The papers' Tables 1–2 layout: methods as rows, ``mean (± std)`` cells, marked ones in bold.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        The output of :func:`pll.evaluation.compare_methods`.
+    columns : str or sequence of str
+        The group column(s) spread over the table's columns (e.g.
+        ``"dataset"`` or ``"metric"``); several are joined with `` / ``.
+    digits : int
+        Decimals of the mean and the std.
+    scale : float
+        Multiplies means and stds (100 for accuracies in percent).
+
+    Returns
+    -------
+    DataFrame of strings, one row per method; ``**…**`` marks the best method
+        and those not significantly worse (Markdown bold).
+
+    Examples
+    --------
+    >>> s = pd.DataFrame({"dataset": ["d", "d"], "method": ["a", "b"], "mean": [0.9, 0.5],
+    ...                   "std": [0.01, 0.02], "marked": [True, False]})
+    >>> significance_table(s, scale=100, digits=1).values.tolist()
+    [['a', '**90.0 (± 1.0)**'], ['b', '50.0 (± 2.0)']]
+    """
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    cells = summary.assign(
+        _column=summary[columns].astype(str).agg(" / ".join, axis=1),
+        _cell=[
+            (f"**{c}**" if marked else c)
+            for c, marked in zip(
+                (f"{m * scale:.{digits}f} (± {s * scale:.{digits}f})" for m, s in zip(summary["mean"], summary["std"])),
+                summary["marked"],
+            )
+        ],
+    )
+    wide = cells.pivot(index="method", columns="_column", values="_cell").fillna("")
+    wide.columns.name = None
+    return wide.reset_index()
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:

@@ -19,12 +19,15 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pll.tables import markdown_table
+from pll.plots import precision_figure, risk_figure, tradeoff_figure
+from pll.report import run_report
+from pll.tables import markdown_table, risk_table
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "pll"
 KEY_PACKAGES = ("pll", "numpy", "scipy", "scikit-learn", "pynndescent", "dask", "prefect", "mlflow")
 _BATCH = 900  # MLflow accepts at most 1000 entries per log_batch call
+FIGURE_DPI = 120
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
@@ -130,14 +133,49 @@ def ui_command(tracking_uri: str) -> str:
 
 
 
+def log_figure(client, run_id, fig, artifact_file):
+    """Write a matplotlib Figure as a PNG artifact."""
+    client.log_figure(run_id, fig, artifact_file, save_kwargs={"dpi": FIGURE_DPI})
+
+
+def curve_path(method, option, curve):
+    """Artifact path of a curve table, e.g. ``curves/dst_pll.native.sweep.csv``."""
+    return f"curves/{method}.{option}.{curve}.csv"
+
+
 @task(name="log-results", cache_policy=NO_CACHE)
-def log_results(tracking_uri: str, run_id: str, summary: dict, metrics: dict, predictions: dict, table):
-    """Log metrics, the data set summary, per-method predictions and the metrics table."""
+def log_results(tracking_uri: str, run_id: str, summary: dict, evaluation, predictions: dict, table):
+    """Log metrics, curves, figures, predictions, tables and the Markdown report of a run.
+
+    ``evaluation``: a :class:`tasks.evaluate.Evaluation`; ``predictions``:
+    artifact path -> table (:func:`tasks.evaluate.prediction_frames`);
+    ``table``: the metrics table (:func:`pll.tables.metrics_table`).
+    """
     client = MlflowClient(tracking_uri)
     client.set_tag(run_id, "data_fingerprint", summary["fingerprint"])
+    client.set_tag(run_id, "evaluated_against", evaluation.truth)
     log_json(client, run_id, summary, "dataset_summary.json")
-    log_metrics(client, run_id, metrics)
-    for method, frame in predictions.items():
-        log_frame(client, run_id, frame, f"predictions/{method}.parquet")
+    log_metrics(client, run_id, evaluation.metrics)
+    for path, frame in predictions.items():
+        log_frame(client, run_id, frame, path)
+    for (method, option), sweep in evaluation.sweeps.items():
+        log_frame(client, run_id, sweep, curve_path(method, option, "sweep"))
+        log_frame(client, run_id, evaluation.precision[(method, option)], curve_path(method, option, "precision"))
+        log_frame(client, run_id, evaluation.calibration[(method, option)], curve_path(method, option, "calibration"))
+    risks = risk_table(evaluation.metrics)
     log_frame(client, run_id, table, "metrics.csv")
     log_frame(client, run_id, table, "metrics.md")
+    log_frame(client, run_id, risks, "risks.csv")
+    name = summary.get("name", "data")
+    figures = {
+        "Reject trade-off": ("figures/tradeoff.png", tradeoff_figure(
+            evaluation.sweeps, evaluation.operating_points, f"Reject trade-off on {name} (test rows)")),
+        "Risk against λ": ("figures/risk.png", risk_figure(risks, f"Reject-option risk on {name} (test rows)")),
+        "Precision at percentile": ("figures/precision.png", precision_figure(
+            evaluation.precision, f"Precision at percentile on {name} (test rows)")),
+    }
+    for path, fig in figures.values():
+        log_figure(client, run_id, fig, path)
+    report = run_report(summary, table, risks, {caption: path for caption, (path, _) in figures.items()},
+                        truth=evaluation.truth)
+    client.log_text(run_id, report, "report.md")
