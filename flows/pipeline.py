@@ -6,7 +6,7 @@ from prefect import flow
 
 from pll.experiment import group_by_features, make_split
 from pll.tables import metrics_table
-from tasks.evaluate import evaluate
+from tasks.evaluate import evaluate, prediction_frames
 from tasks.features import split_and_featurize
 from tasks.ingest import ingest
 from tasks.methods import neighbors_needed, run_method
@@ -69,13 +69,10 @@ def pipeline(
             k = neighbors_needed({m: method_params[m] for m in group})
             neighbors = find_neighbors(split, rows, k, knn_backend, knn_options)
             outputs += [run_method(m, method_params[m], split, rows, neighbors, seed) for m in group]
-        metrics = evaluate(outputs, ds, rows)
-        table = metrics_table(metrics)
-        predictions = {
-            o.method: o.test.to_frame(ds.classes, None if ds.y is None else ds.y[rows.test], rows.test)
-            for o in outputs
-        }
-        log_results(tracking_uri, run_id, ds.summary(), metrics, predictions, table)
+        evaluation = evaluate(outputs, ds, rows)
+        table = metrics_table(evaluation.metrics)
+        predictions = prediction_frames(outputs, ds, rows)
+        log_results(tracking_uri, run_id, ds.summary(), evaluation, predictions, table)
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")
         raise
