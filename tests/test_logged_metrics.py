@@ -194,3 +194,27 @@ def test_predictions_tables_put_other_reject_options_beside_the_native_one():
     val = frames["predictions/pl_knn.val.parquet"]
     np.testing.assert_array_equal(val["row"], rows.train[rows.val])
     np.testing.assert_array_equal(val["trust_score"], out.val.score + 1.0)
+
+
+@pytest.mark.slow
+def test_a_run_on_data_without_true_labels_is_judged_by_the_bags(prefect_harness, tracking_uri, tmp_path):
+    from flows.pipeline import pipeline
+    from pll import load_dataset, noise
+
+    digits = load_dataset("digits")
+    S = noise.class_dependent(digits.y, n_classes=10, random_state=1)
+    bags = ["|".join(str(c) for c in np.flatnonzero(row)) for row in S]
+    path = tmp_path / "own-data.csv"
+    pd.DataFrame(digits.X, columns=[f"f{j}" for j in range(64)]).assign(candidates=bags).to_csv(path, index=False)
+
+    result = pipeline(dataset=str(path), seed=0, methods=["pl_knn"], tracking_uri=tracking_uri, experiment="no-truth")
+    client = MlflowClient(tracking_uri)
+    run = client.get_run(result["run_id"])
+    assert run.data.tags["evaluated_against"].startswith("partial-label loss")
+    logged = run.data.metrics
+    assert "pl_knn.native.mcc" not in logged
+    test = pd.read_parquet(client.download_artifacts(run.info.run_id, "predictions/pl_knn.parquet", str(tmp_path)))
+    assert (test["y_true"] == -1).all()
+    expected = partial_label_report(S[test["row"]], test["label"], test["accept"].to_numpy())
+    for key, value in expected.items():
+        assert logged[f"pl_knn.native.{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
