@@ -366,3 +366,12 @@ def test_every_loader_error_is_a_pll_error():
     for error in (DataFileError, DatasetNotFoundError, InvalidDataError, InvalidParameterError):
         assert issubclass(error, PllError)
     assert pll.load_dataset is load_dataset
+
+
+def test_pll_datasets_lists_the_built_in_names_and_file_formats(capsys):
+    from flows.cli import main
+
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    for name in (*BUILTIN_NAMES, *FILE_FORMATS, "dst-pll", "cluster_dependent", "pl_aknn_real"):
+        assert name in out
