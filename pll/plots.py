@@ -43,6 +43,12 @@ def _style(key):
     return {"color": method_colour(method), "linestyle": option_style(option), "label": _label(method, option)}
 
 
+def _room_above_100(ax):
+    """Zoom the y-axis (in %) to the data, with a little room above 100 %."""
+    bottom = min(ax.get_ylim()[0], 99.0)
+    ax.set_ylim(bottom, 100 + 0.02 * (100 - bottom))
+
+
 def tradeoff_figure(sweeps, operating_points, title="Reject trade-off"):
     """Fraction rejected against the accuracy of the rest (the DST-PLL paper's Figure 1).
 
@@ -80,10 +86,9 @@ def tradeoff_figure(sweeps, operating_points, title="Reject trade-off"):
         Line2D([], [], marker="o", markersize=8, markeredgecolor="black", color="grey", linestyle="none",
                label="own reject rule")
     )
-    ax.legend(handles=handles, loc="lower right", fontsize="small")
+    ax.legend(handles=handles, loc="best", fontsize="small")
     ax.set_xlim(0, 100)
-    bottom = ax.get_ylim()[0]
-    ax.set_ylim(bottom, 100 + 0.02 * (100 - bottom))  # a little room above 100 %
+    _room_above_100(ax)
     ax.set_xlabel("fraction rejected (%)")
     ax.set_ylabel("accuracy of non-rejected predictions (%)")
     ax.set_title(title)
@@ -151,7 +156,7 @@ def precision_figure(tables, title="Precision at percentile"):
     for ax in (trust, suspect):
         ax.set_xlabel("percentile level p (%)")
         ax.set_xlim(0, 100)
-        ax.set_ylim(-1, 101)
+        _room_above_100(ax)
         ax.grid(alpha=0.3)
     trust.legend(fontsize="small")
     fig.suptitle(title)
