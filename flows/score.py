@@ -1,0 +1,112 @@
+"""Scoring flows: one file, or every new file of a folder (the scheduled deployment).
+
+Each scored file is its own MLflow run, linked to the model it used; the
+folder flow keeps a ledger in its output folder (``.pll-scoring-ledger.json``)
+so that a file is scored once, and a file that failed is retried on the next
+run.  Run a folder flow at most once at a time (the deployment sets a
+concurrency limit of one): two runs over the same folder would both score
+its new files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+
+from pll.scoring import FilesFailedError, file_fingerprint, folder_output, pending_files, read_ledger, write_ledger
+from tasks.scoring import link_model, load, log_scoring, score
+from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, start_run
+
+
+@flow(name="pll-score", log_prints=True)
+def score_one(
+    model_uri: str,
+    input: str,
+    output: str,
+    tracking_uri: str | None = None,
+    experiment: str = DEFAULT_EXPERIMENT,
+) -> dict:
+    """Score the table ``input`` with the model ``model_uri``; write ``output`` and its review queue.
+
+    Returns the counts (``rows``, ``accepted``, ``rejected``, ...), the paths
+    ``output`` and ``review``, and the scoring ``run_id``.
+    """
+    tracking_uri = resolve_tracking_uri(tracking_uri)
+    fitted, source = load(model_uri, tracking_uri)
+    return _score_and_log(fitted, source, input, output, tracking_uri, experiment)
+
+
+@flow(name="pll-score-folder", log_prints=True)
+def score_folder(
+    model_uri: str,
+    input_dir: str,
+    output_dir: str,
+    tracking_uri: str | None = None,
+    experiment: str = DEFAULT_EXPERIMENT,
+) -> dict:
+    """Score every CSV/Parquet file of ``input_dir`` not scored before into ``output_dir``.
+
+    Outputs are ``<input name>.scored.parquet`` and its review queue. Files
+    that fail are recorded in the ledger and retried on the next run; after
+    trying every file the flow fails with :class:`~pll.scoring.FilesFailedError`
+    naming them. Returns ``scored`` (file name -> scoring run id) and
+    ``skipped`` (names scored before).
+    """
+    tracking_uri = resolve_tracking_uri(tracking_uri)
+    logger = get_run_logger()
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    ledger = read_ledger(output_dir)
+    pending = pending_files(input_dir, output_dir, ledger)
+    skipped = sorted(n for n, e in ledger.items() if e.get("status") == "scored" and n not in {p.name for p in pending})
+    if not pending:
+        logger.info("no new files in %s", input_dir)
+        return {"scored": {}, "skipped": skipped}
+    fitted, source = load(model_uri, tracking_uri)
+    scored, failed = {}, {}
+    for path in pending:
+        entry = {"fingerprint": file_fingerprint(path), "model_uri": model_uri,
+                 "attempts": int(ledger.get(path.name, {}).get("attempts", 0)) + 1}
+        try:
+            result = _score_and_log(fitted, source, str(path), str(folder_output(output_dir, path)),
+                                    tracking_uri, experiment)
+        except Exception as exc:
+            failed[path.name] = str(exc)
+            entry.update(status="failed", error=str(exc))
+            logger.error("could not score %s: %s", path, exc)
+        else:
+            scored[path.name] = result["run_id"]
+            entry.update(status="scored", output=result["output"], review=result["review"], run_id=result["run_id"],
+                         rows=result["rows"], accepted=result["accepted"], rejected=result["rejected"])
+        ledger[path.name] = entry
+        write_ledger(output_dir, ledger)
+    if failed:
+        raise FilesFailedError(
+            f"{len(failed)} of {len(pending)} new file(s) in {input_dir} failed and will be retried: "
+            + "; ".join(f"{name}: {err}" for name, err in failed.items())
+        )
+    return {"scored": scored, "skipped": skipped}
+
+
+def _score_and_log(fitted, source, input_path, output_path, tracking_uri, experiment):
+    """One scoring run: score the file, log counts and figure; a failure marks the run FAILED."""
+    config = {"model_uri": source["model_uri"], "input": str(input_path), "output": str(output_path)}
+    tags = {"pll.kind": "scoring", "input_fingerprint": _fingerprint_or_none(input_path)}
+    run_id = start_run(tracking_uri, experiment, f"score-{Path(input_path).name}", config, tags=tags)
+    try:
+        link_model(tracking_uri, run_id, source)
+        summary, scored = score(fitted, input_path, output_path)
+        log_scoring(tracking_uri, run_id, summary, scored, fitted.threshold)
+    except BaseException:
+        end_run(tracking_uri, run_id, "FAILED")
+        raise
+    end_run(tracking_uri, run_id)
+    print(f"{input_path}: {summary['accepted']} accepted, {summary['rejected']} rejected -> {output_path}")
+    return {**summary, "run_id": run_id}
+
+
+def _fingerprint_or_none(path):
+    try:
+        return file_fingerprint(path)
+    except OSError:
+        return "unreadable"

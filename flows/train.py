@@ -1,0 +1,59 @@
+"""The training flow: fit one method on all rows of a data set and log it as an MLflow model."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from pll.methods import make_method
+from tasks.ingest import ingest
+from tasks.models import fit, input_example, log_model
+from tasks.noise import add_noise
+from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, start_run
+
+
+@flow(name="pll-train", log_prints=True)
+def train(
+    dataset: str = "digits",
+    method: str = "pl_knn",
+    method_params: dict | None = None,
+    features: str = "minmax",
+    noise: str = "auto",
+    noise_params: dict | None = None,
+    seed: int = 0,
+    register: str | None = None,
+    tracking_uri: str | None = None,
+    experiment: str = DEFAULT_EXPERIMENT,
+) -> dict:
+    """Fit ``method`` (with ``features``) on every row of ``dataset``; log it as a pyfunc model.
+
+    The noise model works as in the pipeline: ``"auto"`` gives a fully
+    labelled data set (every bag a single label, e.g. the built-in
+    ``digits``) class-dependent partial labels, so that a demo trains on
+    partial labels, and keeps the bags of a data set that already has them.
+
+    Returns a dict with ``model_uri`` (``models:/<model_id>``), ``model_id``,
+    ``registered_uri`` when ``register`` names a registered model, the
+    training ``run_id``, ``experiment`` and ``tracking_uri``.
+    """
+    tracking_uri = resolve_tracking_uri(tracking_uri)
+    make_method(method, method_params)  # a bad name or parameter fails before any run is created
+    config = {
+        "dataset": dataset,
+        "method": method,
+        "method_params": method_params or {},
+        "features": features,
+        "noise": noise,
+        "noise_params": noise_params or {},
+        "seed": seed,
+        "register": register,
+    }
+    run_id = start_run(tracking_uri, experiment, f"train-{method}-{dataset}", config, tags={"pll.kind": "training"})
+    try:
+        ds = add_noise(ingest(dataset), noise, noise_params, seed)
+        fitted = fit(ds, method, method_params, features, seed)
+        logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), register)
+    except BaseException:
+        end_run(tracking_uri, run_id, "FAILED")
+        raise
+    end_run(tracking_uri, run_id)
+    return {**logged, "run_id": run_id, "experiment": experiment, "tracking_uri": tracking_uri}

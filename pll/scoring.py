@@ -1,0 +1,353 @@
+"""Scoring new rows with a method fitted on a whole data set.
+
+Benchmarks say which method to trust; this module is what runs it on a user's
+own data, which has features (and perhaps candidate bags) but no ground truth.
+A :class:`FittedModel` bundles everything scoring needs — the fitted feature
+transformer and the fitted method, which holds the training features and bags
+its neighbor search runs against — so that it can be pickled, shipped and
+loaded elsewhere.  Input tables are matched to the model's features *by column
+name*; the rejected rows form a review queue for people to label; outputs are
+written atomically, so that a file appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .data import tabular
+from .data.tabular import CANDIDATES
+from .errors import DataFileError, InvalidDataError, InvalidParameterError, PllError
+from .features import make_features
+from .methods import make_method
+
+TABLE_FORMATS = (".csv", ".parquet")
+ROW = "row"
+REVIEW_SUFFIX = ".review.parquet"
+
+
+def feature_names(ds) -> list[str]:
+    """Names of the feature columns of a data set (``x0``, ``x1``, ... when the source has none)."""
+    names = ds.info.get("feature_names")
+    if names is None:
+        return [f"x{j}" for j in range(ds.n_features)]
+    return [str(n) for n in names]
+
+
+@dataclass(frozen=True, eq=False)
+class FittedModel:
+    """A partial-label method fitted on all rows of a data set, ready to score new rows.
+
+    Attributes
+    ----------
+    method : str
+        Name of the method in :data:`pll.methods.METHODS`.
+    estimator : NeighborMethod
+        The fitted method; it holds the transformed training features
+        ``X_train_`` (n, d) and bags ``S_train_`` (n, l).
+    transformer : sklearn transformer
+        The feature pipeline, fitted on the same rows.
+    features : str
+        Name of the feature pipeline.
+    feature_names : tuple of str, length d
+        Input columns the model expects, in the order it was trained on.
+    classes : ndarray of shape (l,), str
+        Class names; predicted labels are these names.
+    fingerprint : str
+        Fingerprint of the training data set.
+    """
+
+    method: str
+    estimator: object
+    transformer: object
+    features: str
+    feature_names: tuple
+    classes: np.ndarray
+    fingerprint: str
+
+    @property
+    def threshold(self):
+        """The method's reject threshold (``accept`` is ``score > threshold``), or None."""
+        value = getattr(self.estimator, "threshold", None)
+        return None if value is None else float(value)
+
+    def predict_frame(self, table, source="input") -> pd.DataFrame:
+        """Predictions for the rows of ``table`` (feature columns by name, optional ``candidates``).
+
+        Returns a table of ``len(table)`` rows with ``label`` (a class name),
+        ``accept``, ``score``, ``guess`` and the method's per-class columns
+        (e.g. ``belief_<class>``).
+        """
+        X, S = match_features(table, self.feature_names, self.classes, source)
+        return self.predict(X, S)
+
+    def predict(self, X, candidates=None) -> pd.DataFrame:
+        """Predictions for raw feature rows ``X`` (n, d) with optional candidate sets (n, l)."""
+        Xt = np.asarray(self.transformer.transform(X), dtype=np.float64)
+        result = self.estimator.predict_with_reject(Xt, candidates=candidates)
+        frame = result.to_frame(self.classes).drop(columns=[ROW, "y_true"])
+        frame["label"] = self.classes[result.labels]
+        return frame
+
+
+def fit_model(ds, method, params=None, features="minmax", random_state=None) -> FittedModel:
+    """Fit the feature pipeline and ``method`` (with ``params``) on every row of ``ds``."""
+    names = tuple(feature_names(ds))
+    check_no_clash(names, (ROW, CANDIDATES, "label", "accept", "score", "guess"), ds.name)
+    transformer = make_features(features)
+    X = np.asarray(transformer.fit_transform(ds.X), dtype=np.float64)
+    estimator = make_method(method, params, random_state=random_state).fit(X, ds.S)
+    classes = np.asarray(ds.classes).astype(str)
+    return FittedModel(method, estimator, transformer, features, names, classes, ds.fingerprint())
+
+
+def check_no_clash(input_columns, output_columns, source):
+    """Input columns are copied into scored outputs, so none may share a name with an output column."""
+    clash = sorted(set(map(str, input_columns)) & set(map(str, output_columns)))
+    if clash:
+        raise InvalidDataError(
+            f"{source}: feature column(s) {', '.join(clash)} have the name of an output column; rename them"
+        )
+
+
+def read_table(path) -> pd.DataFrame:
+    """Read a CSV or Parquet scoring table with the data loaders' reader (no validation yet)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_FORMATS:
+        raise DataFileError(f"{path}: unsupported file type {suffix or '(none)'}; use {', '.join(TABLE_FORMATS)}")
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise DataFileError(f"{path}: the file is empty")
+    return tabular.read_table(path)
+
+
+def match_features(table, names, classes, source="input"):
+    """Feature matrix and candidate sets of ``table``, its columns matched to ``names`` by name.
+
+    Values are checked as the data loaders check a training table
+    (:func:`pll.data.tabular.table_arrays`, with the model's classes).
+
+    Parameters
+    ----------
+    table : DataFrame
+        One column per name in ``names`` (any order) and optionally ``candidates``.
+    names : sequence of str, length d
+    classes : ndarray of shape (l,), str
+    source : str
+        Named in error messages (a file name).
+
+    Returns
+    -------
+    X : ndarray of shape (n, d), float64
+    S : bool ndarray of shape (n, l), or None when the table has no candidates
+        column.  An empty bag means every class is a candidate.
+    """
+    columns = [str(c) for c in table.columns]
+    missing = [n for n in names if n not in columns]
+    unexpected = [c for c in columns if c not in names and c != CANDIDATES]
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing feature column(s) {', '.join(missing)}")
+        if unexpected:
+            parts.append(f"unexpected column(s) {', '.join(unexpected)}")
+        raise InvalidDataError(
+            f"{source}: columns do not match the model's {len(names)} features: {'; '.join(parts)}"
+        )
+    if len(set(columns)) != len(columns):
+        raise InvalidDataError(f"{source}: duplicate column names")
+    if len(table) == 0:
+        raise InvalidDataError(f"{source}: the table has no rows")
+    table = table.set_axis(columns, axis=1)
+    ordered = table[list(names)].assign(**{CANDIDATES: table[CANDIDATES] if CANDIDATES in columns else None})
+    X, S, _, _, _ = tabular.table_arrays(source, ordered, classes)
+    return X, (S if CANDIDATES in columns else None)
+
+
+def scored_table(table, predictions) -> pd.DataFrame:
+    """Every input row: its position ``row``, the predictions, then the input columns."""
+    check_no_clash(table.columns, predictions.columns, "input")
+    out = pd.concat(
+        [pd.DataFrame({ROW: np.arange(len(table), dtype=np.int64)}), predictions.reset_index(drop=True),
+         table.reset_index(drop=True)],
+        axis=1,
+    )
+    return out
+
+
+def review_queue(scored) -> pd.DataFrame:
+    """The rejected rows, least certain first (score ascending, ties by row)."""
+    rejected = scored.loc[~scored["accept"].to_numpy(dtype=bool)]
+    return rejected.sort_values(["score", ROW], kind="mergesort").reset_index(drop=True)
+
+
+def review_path(output) -> Path:
+    """Where the review queue of ``output`` goes: ``<output stem>.review.parquet`` beside it."""
+    output = Path(output)
+    return output.with_name(output.stem + REVIEW_SUFFIX)
+
+
+def summarize(scored) -> dict:
+    """Counts of scored, accepted and rejected rows and the score distribution's centre."""
+    accept = scored["accept"].to_numpy(dtype=bool)
+    score = scored["score"].to_numpy(dtype=np.float64)
+    n = int(accept.size)
+    return {
+        "rows": n,
+        "accepted": int(accept.sum()),
+        "rejected": int(n - accept.sum()),
+        "rejection_rate": float(1.0 - accept.mean()) if n else 0.0,
+        "score_mean": float(score.mean()) if n else 0.0,
+        "score_median": float(np.median(score)) if n else 0.0,
+    }
+
+
+def score_file(model, input_path, output_path):
+    """Score the table at ``input_path``; write ``output_path`` and its review queue atomically.
+
+    Both files are first written in full beside their targets and only then
+    renamed into place, so a failure (bad input included) leaves no output.
+
+    Returns
+    -------
+    summary : dict
+        :func:`summarize` of the scored rows plus the ``output`` and ``review`` paths.
+    scored : DataFrame
+        What was written to ``output_path``.
+    """
+    output_path = Path(output_path)
+    if output_path.suffix.lower() != ".parquet":
+        raise InvalidParameterError(f"{output_path}: the output must be a .parquet file")
+    table = read_table(input_path)
+    scored = scored_table(table, model.predict_frame(table, source=str(input_path)))
+    queue = review_path(output_path)
+    write_atomically({output_path: _parquet(scored), queue: _parquet(review_queue(scored))})
+    return {**summarize(scored), "output": str(output_path), "review": str(queue)}, scored
+
+
+def _parquet(frame):
+    return lambda path: frame.to_parquet(path, index=False)
+
+
+def write_atomically(writers: dict):
+    """Run each ``{path: write(tmp_path)}`` on a temporary file in the target's folder, then rename.
+
+    All temporary files are complete before the first ``os.replace``; on any
+    error they are removed and no target is touched.
+    """
+    staged = {}
+    try:
+        for path, write in writers.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            staged[path] = tmp
+            write(tmp)
+        for path, tmp in staged.items():
+            os.replace(tmp, path)
+    finally:
+        for tmp in staged.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def file_fingerprint(path) -> str:
+    """A short hash of a file's bytes: what a scoring run records, and how the ledger knows a file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def score_figure(score, accept, threshold=None, title="Score distribution"):
+    """A histogram of scores, accepted and rejected rows stacked, with the threshold marked.
+
+    Built on :class:`matplotlib.figure.Figure` directly, so no GUI backend is involved.
+    """
+    from matplotlib.figure import Figure
+
+    score = np.asarray(score, dtype=np.float64)
+    accept = np.asarray(accept, dtype=bool)
+    fig = Figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    lo, hi = (float(score.min()), float(score.max())) if score.size else (0.0, 1.0)
+    bins = np.linspace(lo, hi if hi > lo else lo + 1.0, 31)
+    ax.hist([score[accept], score[~accept]], bins=bins, stacked=True,
+            label=[f"accepted ({int(accept.sum())})", f"rejected ({int((~accept).sum())})"],
+            color=["tab:green", "tab:red"])
+    if threshold is not None:
+        ax.axvline(threshold, color="black", linestyle="--", label=f"threshold {threshold:g}")
+    ax.set_xlabel("score")
+    ax.set_ylabel("rows")
+    ax.set_title(title)
+    ax.legend()
+    return fig
+
+
+# A folder of incoming files: which are new, and what became of each.
+
+LEDGER = ".pll-scoring-ledger.json"
+SCORED_SUFFIX = ".scored.parquet"
+
+
+class FilesFailedError(PllError):
+    """Some files of a folder could not be scored; the ledger marks them for the next run."""
+
+
+def folder_output(output_dir, input_path) -> Path:
+    """The scored output of ``input_path`` in ``output_dir``: ``<input name>.scored.parquet``."""
+    return Path(output_dir) / f"{Path(input_path).name}{SCORED_SUFFIX}"
+
+
+def read_ledger(output_dir) -> dict:
+    """The ledger of ``output_dir``: input file name -> its last outcome (empty when there is none)."""
+    path = Path(output_dir) / LEDGER
+    if not path.exists():
+        return {}
+    try:
+        files = json.loads(path.read_text())["files"]
+        if not isinstance(files, dict):
+            raise TypeError("'files' is not an object")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataFileError(f"{path}: not a scoring ledger ({exc}); move it away to start afresh") from None
+    return files
+
+
+def write_ledger(output_dir, ledger):
+    """Replace the ledger of ``output_dir`` atomically."""
+    text = json.dumps({"files": ledger}, indent=2, sort_keys=True)
+    write_atomically({Path(output_dir) / LEDGER: lambda tmp: Path(tmp).write_text(text)})
+
+
+def pending_files(input_dir, output_dir, ledger) -> list[Path]:
+    """The CSV/Parquet files of ``input_dir`` not yet scored, by name.
+
+    A file counts as scored when the ledger records a success for its name
+    and the same content fingerprint (a file replaced by new content is new).
+    Hidden files (``.name``) are skipped: that is how writers stage files.
+    """
+    input_dir, output_dir = Path(input_dir), Path(output_dir)
+    if not input_dir.is_dir():
+        raise DataFileError(f"{input_dir}: no such folder")
+    if input_dir.resolve() == output_dir.resolve():
+        raise InvalidParameterError(f"{input_dir}: the output folder must differ from the input folder")
+    files = sorted(
+        p for p in input_dir.iterdir()
+        if p.is_file() and p.suffix.lower() in TABLE_FORMATS and not p.name.startswith(".")
+    )
+    return [p for p in files if not _scored(ledger.get(p.name), p)]
+
+
+def _scored(entry, path):
+    return bool(entry) and entry.get("status") == "scored" and entry.get("fingerprint") == file_fingerprint(path)

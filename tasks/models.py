@@ -1,0 +1,237 @@
+"""Fitted models as MLflow models: fit, log (and register), load.
+
+A :class:`pll.scoring.FittedModel` is pickled as an artifact of a ``pyfunc``
+model whose input is a feature table (columns by name, optional
+``candidates``) and whose output has ``label``, ``accept``, ``score``,
+``guess`` and the method's per-class columns.  Everything goes through an
+explicit :class:`~mlflow.tracking.MlflowClient` and tracking URI — MLflow's
+fluent ``log_model`` would read the process-global tracking URI and active run,
+which a task in another thread must not rely on.  The model is saved locally
+with :func:`mlflow.pyfunc.save_model` and then attached to a LoggedModel
+(``models:/<model_id>``) that is an output of the training run.
+
+Serving (``mlflow models serve --env-manager local``) and loading need the
+``pll`` package importable, since the pickle refers to its classes.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import mlflow.pyfunc
+import pandas as pd
+from mlflow.entities import LoggedModelInput, LoggedModelOutput, LoggedModelStatus
+from mlflow.exceptions import MlflowException
+from mlflow.models import Model, ModelSignature
+from mlflow.store.artifact.utils.models import get_model_name_and_version
+from mlflow.types import ColSpec, Schema
+from mlflow.tracking import MlflowClient
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from pll.data.tabular import CANDIDATES, SEPARATOR
+from pll.errors import PllError
+from pll.scoring import FittedModel, feature_names, fit_model
+
+from .tracking import log_json
+
+ARTIFACT = "fitted_model"
+MODEL_NAME = "model"
+EXAMPLE_ROWS = 3
+REQUIREMENTS = ("numpy", "pandas", "scipy", "scikit-learn", "pynndescent", "cloudpickle", "mlflow")
+
+
+class ModelNotFoundError(PllError):
+    """A model URI names no model, or a model that is not a pll model."""
+
+
+class PllPyfuncModel(mlflow.pyfunc.PythonModel):
+    """The MLflow ``pyfunc`` face of a :class:`~pll.scoring.FittedModel`."""
+
+    def load_context(self, context):
+        with open(context.artifacts[ARTIFACT], "rb") as fh:
+            self.fitted = pickle.load(fh)
+
+    def predict(self, context, model_input, params=None):
+        return self.fitted.predict_frame(pd.DataFrame(model_input), source="model input")
+
+
+@task(name="fit-model", cache_policy=NO_CACHE, task_run_name="fit-{method}")
+def fit(ds, method: str, params: dict | None, features: str, seed: int) -> FittedModel:
+    """Fit ``features`` and ``method`` on every row of ``ds``."""
+    return fit_model(ds, method, params, features, random_state=seed)
+
+
+def input_example(ds, rows=EXAMPLE_ROWS) -> pd.DataFrame:
+    """The first rows of ``ds`` as the model's input: raw features by name and their bags."""
+    frame = pd.DataFrame(ds.X[:rows], columns=feature_names(ds))
+    classes = [str(c) for c in ds.classes]
+    frame[CANDIDATES] = [SEPARATOR.join(c for c, on in zip(classes, bag) if on) for bag in ds.S[:rows]]
+    return frame
+
+
+def signature_of(fitted: FittedModel, example: pd.DataFrame) -> ModelSignature:
+    """Input: one double per feature and optional string ``candidates``; output as predicted."""
+    inputs = Schema(
+        [ColSpec("double", name) for name in fitted.feature_names]
+        + [ColSpec("string", CANDIDATES, required=False)]
+    )
+    predicted = fitted.predict_frame(example)
+    kinds = {"b": "boolean", "f": "double", "i": "long"}
+    outputs = Schema([ColSpec(kinds.get(predicted[c].dtype.kind, "string"), c) for c in predicted.columns])
+    return ModelSignature(inputs=inputs, outputs=outputs)
+
+
+def requirements() -> list[str]:
+    """Pinned requirements of the model environment (given, so MLflow need not infer them)."""
+    pins = []
+    for name in REQUIREMENTS:
+        try:
+            pins.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return pins
+
+
+@task(name="log-model", cache_policy=NO_CACHE)
+def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.DataFrame, summary: dict,
+              register: str | None = None) -> dict:
+    """Log ``fitted`` as a pyfunc LoggedModel, output of run ``run_id``; optionally register it.
+
+    The run also gets the training data's ``summary`` (``dataset_summary.json``),
+    its fingerprint (tag ``data_fingerprint``) and the reject ``threshold`` (parameter).
+
+    Returns ``model_uri`` (``models:/<model_id>``), ``model_id`` and, when
+    registered, ``registered_uri`` (``models:/<name>/<version>``).
+    """
+    client = MlflowClient(tracking_uri, registry_uri=tracking_uri)
+    run = client.get_run(run_id)
+    described = describe(fitted)
+    client.set_tag(run_id, "data_fingerprint", fitted.fingerprint)
+    log_json(client, run_id, summary, "dataset_summary.json")
+    client.log_param(run_id, "threshold", json.dumps(fitted.threshold))
+    model = client.create_logged_model(
+        run.info.experiment_id,
+        name=MODEL_NAME,
+        source_run_id=run_id,
+        params={k: str(v) for k, v in described.items()},
+        tags={"pll.method": fitted.method, "data_fingerprint": fitted.fingerprint},
+        model_type="pll",
+    )
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            pickled = Path(tmp) / "fitted_model.pkl"
+            pickled.write_bytes(pickle.dumps(fitted, protocol=pickle.HIGHEST_PROTOCOL))
+            local = Path(tmp) / MODEL_NAME
+            mlflow.pyfunc.save_model(
+                str(local),
+                python_model=PllPyfuncModel(),
+                artifacts={ARTIFACT: str(pickled)},
+                signature=signature_of(fitted, example),
+                input_example=example,
+                pip_requirements=requirements(),
+                metadata={"pll": described},
+                mlflow_model=Model(
+                    artifact_path=model.artifact_location,
+                    run_id=run_id,
+                    model_uuid=model.model_id,
+                    model_id=model.model_id,
+                ),
+            )
+            client.log_model_artifacts(model.model_id, str(local))
+        client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step=0)])
+        client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+    except BaseException:
+        client.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
+        raise
+    out = {"model_uri": f"models:/{model.model_id}", "model_id": model.model_id}
+    if register:
+        try:
+            client.create_registered_model(register)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        # The artifact location, not models:/<id>: MLflow resolves a models:/ source with the
+        # process-global tracking URI, which need not be this client's.
+        version = client.create_model_version(
+            register, source=model.artifact_location, run_id=run_id, model_id=model.model_id
+        )
+        out["registered_uri"] = f"models:/{register}/{version.version}"
+    return out
+
+
+def describe(fitted: FittedModel) -> dict:
+    """What the model records about itself: method, parameters, features, threshold, training data."""
+    params = {k: v for k, v in fitted.estimator.get_params().items() if k != "random_state"}
+    return {
+        "method": fitted.method,
+        "method_params": params,
+        "random_state": fitted.estimator.random_state,
+        "features": fitted.features,
+        "threshold": fitted.threshold,
+        "data_fingerprint": fitted.fingerprint,
+        "n_features": len(fitted.feature_names),
+        "classes": [str(c) for c in fitted.classes],
+    }
+
+
+def load_model(model_uri: str, tracking_uri: str) -> tuple[FittedModel, dict]:
+    """The fitted model behind ``model_uri`` and where it came from.
+
+    Returns the :class:`~pll.scoring.FittedModel` and a dict with
+    ``model_uri``, ``model_id`` and ``run_id`` (the training run), either
+    possibly None for models saved outside a run.  An unknown URI, or one
+    naming a model that is not a pll model, raises :class:`ModelNotFoundError`.
+    """
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = mlflow.artifacts.download_artifacts(
+                artifact_uri=artifact_location(model_uri, tracking_uri), dst_path=tmp, tracking_uri=tracking_uri
+            )
+            info = Model.load(local)
+            pyfunc = mlflow.pyfunc.load_model(local)
+    except (MlflowException, OSError) as exc:
+        raise ModelNotFoundError(f"model {model_uri!r} not found in {tracking_uri} ({_first_line(exc)})") from None
+    python_model = pyfunc.unwrap_python_model() if hasattr(pyfunc, "unwrap_python_model") else None
+    fitted = getattr(python_model, "fitted", None)
+    if not isinstance(fitted, FittedModel):
+        raise ModelNotFoundError(f"model {model_uri!r} is not a pll model")
+    return fitted, {"model_uri": model_uri, "model_id": info.model_id, "run_id": info.run_id}
+
+
+def artifact_location(model_uri: str, tracking_uri: str) -> str:
+    """Where the files of ``model_uri`` are, with ``models:/`` URIs resolved by an explicit client.
+
+    MLflow's own resolution of ``models:/<id>``, ``models:/<name>/<version>``
+    and ``models:/<name>@<alias>`` reads the process-global registry URI;
+    other URIs (``runs:/``, paths) are returned as they are.
+    """
+    if not model_uri.startswith("models:"):
+        return model_uri
+    client = MlflowClient(tracking_uri, registry_uri=tracking_uri)
+    found = get_model_name_and_version(client, model_uri)
+    if len(found) == 1:
+        return client.get_logged_model(found[0]).artifact_location
+    return client.get_model_version_download_uri(*found)
+
+
+def link_input(tracking_uri: str, run_id: str, source: dict):
+    """Record the model ``source`` (from :func:`load_model`) as an input of run ``run_id``."""
+    client = MlflowClient(tracking_uri)
+    tags = {"pll.model_uri": source["model_uri"]}
+    if source.get("run_id"):
+        tags["pll.model_run_id"] = source["run_id"]
+    if source.get("model_id"):
+        tags["pll.model_id"] = source["model_id"]
+        client.log_inputs(run_id, models=[LoggedModelInput(source["model_id"])])
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,43 @@
+"""Scoring stage: load a logged model, score a file, log the scoring run."""
+
+from __future__ import annotations
+
+from mlflow.tracking import MlflowClient
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from pll.scoring import FittedModel, score_figure, score_file
+
+from .models import link_input, load_model
+from .tracking import log_figure, log_json, log_metrics
+
+METRICS = ("rows", "accepted", "rejected", "rejection_rate", "score_mean", "score_median")
+FIGURE = "score_distribution.png"
+
+
+@task(name="load-model", cache_policy=NO_CACHE)
+def load(model_uri: str, tracking_uri: str):
+    """The fitted model behind ``model_uri`` and its provenance (see :func:`tasks.models.load_model`)."""
+    return load_model(model_uri, tracking_uri)
+
+
+@task(name="score-file", cache_policy=NO_CACHE, task_run_name="score-{input_path}")
+def score(model: FittedModel, input_path: str, output_path: str):
+    """Score one file; the output and its review queue appear atomically (see :func:`pll.scoring.score_file`)."""
+    return score_file(model, input_path, output_path)
+
+
+@task(name="link-model", cache_policy=NO_CACHE)
+def link_model(tracking_uri: str, run_id: str, source: dict):
+    """Record the scoring model (URI, its training run, its LoggedModel) on the scoring run."""
+    link_input(tracking_uri, run_id, source)
+
+
+@task(name="log-scoring", cache_policy=NO_CACHE)
+def log_scoring(tracking_uri: str, run_id: str, summary: dict, scored, threshold):
+    """Log the counts accepted and rejected and the score distribution figure."""
+    client = MlflowClient(tracking_uri)
+    log_metrics(client, run_id, {k: summary[k] for k in METRICS})
+    log_json(client, run_id, summary, "scoring_summary.json")
+    fig = score_figure(scored["score"], scored["accept"], threshold, title=f"Scores of {summary['rows']} rows")
+    log_figure(client, run_id, fig, FIGURE)

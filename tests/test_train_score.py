@@ -1,0 +1,451 @@
+"""Train once, score new data: fitted models in MLflow, the scoring flows and the review queue."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mlflow.tracking import MlflowClient
+
+from pll.data import PartialLabelDataset
+from pll.errors import DataFileError, InvalidDataError, PllError
+from pll.methods import METHODS, make_method
+from pll.scoring import (
+    LEDGER,
+    FilesFailedError,
+    fit_model,
+    folder_output,
+    match_features,
+    read_ledger,
+    review_path,
+    review_queue,
+    score_file,
+    scored_table,
+    write_atomically,
+)
+from tasks.models import ModelNotFoundError, artifact_location, input_example, load_model, log_model
+from tasks.tracking import end_run, start_run
+
+ROOT = Path(__file__).resolve().parents[1]
+CLASSES = np.array(["ant", "bee", "cat", "dog"])
+
+
+def synthetic(n=90, seed=0, names=("height", "weight", "age")):
+    """Four well separated classes in three named features; half the rows get one wrong extra candidate."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, CLASSES.size, n)
+    centers = rng.normal(size=(CLASSES.size, len(names))) * 4.0
+    X = centers[y] + rng.normal(size=(n, len(names)))
+    S = np.zeros((n, CLASSES.size), dtype=bool)
+    S[np.arange(n), y] = True
+    extra = (y + rng.integers(1, CLASSES.size, n)) % CLASSES.size
+    noisy = rng.random(n) < 0.5
+    S[np.flatnonzero(noisy), extra[noisy]] = True
+    return PartialLabelDataset(X, S, y, CLASSES, "synthetic", info={"feature_names": list(names)})
+
+
+def query_table(model, n=40, seed=1, with_candidates=True):
+    """New rows around the training data, columns in reversed order, some with candidate sets."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, len(model.feature_names))) * 4.0
+    table = pd.DataFrame(X, columns=list(model.feature_names))[list(model.feature_names)[::-1]]
+    if with_candidates:
+        names = [str(c) for c in model.classes]
+        table["candidates"] = [
+            None if i % 3 == 0 else "|".join(rng.choice(names, size=1 + i % 2, replace=False)) for i in range(n)
+        ]
+    return table
+
+
+def log_fitted(uri, fitted, ds, register=None):
+    run_id = start_run.fn(uri, "test", "train", {"method": fitted.method})
+    out = log_model.fn(uri, run_id, fitted, input_example(ds), ds.summary(), register)
+    end_run.fn(uri, run_id)
+    return run_id, out
+
+
+def _python(code, env=None, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# --- the library: feature matching, review queue, atomic writes -------------------------------------
+
+
+def test_prediction_equals_the_method_on_hand_scaled_features():
+    ds = synthetic()
+    fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5}, random_state=3)
+    table = query_table(fitted)
+    X, S = match_features(table, fitted.feature_names, fitted.classes)
+    lo, hi = ds.X.min(axis=0), ds.X.max(axis=0)  # min-max scaling fitted on every training row
+    oracle = make_method("pl_knn", {"n_neighbors": 5}, random_state=3).fit((ds.X - lo) / (hi - lo), ds.S)
+    expected = oracle.predict_with_reject((X - lo) / (hi - lo), candidates=S)
+    got = fitted.predict_frame(table)
+    assert list(got["label"]) == list(CLASSES[expected.labels])
+    np.testing.assert_allclose(got["score"], expected.score, rtol=1e-12)
+    np.testing.assert_array_equal(got["accept"], expected.accept)
+
+
+def test_columns_are_matched_by_name_and_bags_bound_the_label():
+    fitted = fit_model(synthetic(), "pl_knn", {"n_neighbors": 5}, random_state=0)
+    table = query_table(fitted)
+    shuffled = table[list(np.random.default_rng(0).permutation(table.columns))]
+    pd.testing.assert_frame_equal(fitted.predict_frame(table), fitted.predict_frame(shuffled))
+    got = fitted.predict_frame(table)
+    for cand, label in zip(table["candidates"], got["label"]):
+        if isinstance(cand, str):
+            assert label in cand.split("|")
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda t: t.drop(columns=["weight"]), ["missing", "weight"]),
+        (lambda t: t.assign(colour=1.0), ["unexpected", "colour"]),
+        (lambda t: t.drop(columns=["age"]).assign(Age=1.0), ["missing", "age", "unexpected", "Age"]),
+        (lambda t: t.assign(height=np.where(np.arange(len(t)) == 4, np.inf, t["height"])), ["height", "row 4"]),
+        (lambda t: t.assign(candidates="ant|eel"), ["candidates", "eel"]),
+        (lambda t: t.iloc[:0], ["no rows"]),
+    ],
+)
+def test_bad_tables_raise_typed_errors_naming_the_problem(change, words):
+    fitted = fit_model(synthetic(), "pl_knn", {"n_neighbors": 5}, random_state=0)
+    with pytest.raises(InvalidDataError) as info:
+        fitted.predict_frame(change(query_table(fitted)), source="new.csv")
+    for word in ["new.csv", *words]:
+        assert word in str(info.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]), st.booleans()), min_size=1, max_size=30))
+def test_review_queue_is_exactly_the_rejected_rows_least_certain_first(rows):
+    scored = pd.DataFrame({
+        "row": np.arange(len(rows)),
+        "score": [s for s, _ in rows],
+        "accept": [a for _, a in rows],
+    })
+    queue = review_queue(scored)
+    expected = sorted((s, i) for i, (s, a) in enumerate(rows) if not a)  # brute force: sort (score, row)
+    assert list(zip(queue["score"], queue["row"])) == expected
+
+
+def test_atomic_write_leaves_nothing_when_a_writer_fails(tmp_path):
+    frame = pd.DataFrame({"a": [1, 2]})
+
+    def broken(path):
+        Path(path).write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        write_atomically({tmp_path / "a.parquet": lambda p: frame.to_parquet(p), tmp_path / "b.parquet": broken})
+    assert list(tmp_path.iterdir()) == []
+    write_atomically({tmp_path / "a.parquet": lambda p: frame.to_parquet(p)})
+    assert [p.name for p in tmp_path.iterdir()] == ["a.parquet"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a.parquet"), frame)
+
+
+def test_feature_named_like_an_output_column_is_refused():
+    with pytest.raises(InvalidDataError, match="score"):
+        fit_model(synthetic(names=("height", "score", "age")), "pl_knn", {"n_neighbors": 5})
+    with pytest.raises(InvalidDataError, match="label"):
+        scored_table(pd.DataFrame({"label": [1]}), pd.DataFrame({"label": ["ant"]}))
+
+
+def test_score_file_twice_gives_the_same_bytes_and_a_bad_file_leaves_nothing(tmp_path):
+    fitted = fit_model(synthetic(), "pl_knn", {"n_neighbors": 5}, random_state=0)
+    table = query_table(fitted, n=60)
+    table.to_csv(tmp_path / "new.csv", index=False)
+    out = tmp_path / "out" / "scored.parquet"
+    summary, scored = score_file(fitted, tmp_path / "new.csv", out)
+    first = out.read_bytes(), review_path(out).read_bytes()
+    score_file(fitted, tmp_path / "new.csv", out)
+    assert (out.read_bytes(), review_path(out).read_bytes()) == first
+    assert summary["rows"] == 60 and summary["accepted"] + summary["rejected"] == 60
+    assert summary["rejected"] == int((~scored["accept"]).sum()) > 0
+    back = pd.read_parquet(out)
+    assert list(back["row"]) == list(range(60))
+    np.testing.assert_allclose(back["height"], table["height"])
+    queue = pd.read_parquet(review_path(out))
+    assert len(queue) == summary["rejected"] and not queue["accept"].any()
+    assert np.all(np.diff(queue["score"]) >= 0)
+
+    table.drop(columns=["age"]).to_csv(tmp_path / "bad.csv", index=False)
+    bad_out = tmp_path / "bad" / "scored.parquet"
+    with pytest.raises(InvalidDataError, match="age"):
+        score_file(fitted, tmp_path / "bad.csv", bad_out)
+    assert not bad_out.exists() and not review_path(bad_out).exists()
+    assert not bad_out.parent.exists() or list(bad_out.parent.iterdir()) == []
+    with pytest.raises(DataFileError, match="no such file"):
+        score_file(fitted, tmp_path / "absent.csv", bad_out)
+
+
+# --- MLflow: log, load in a fresh process, registry, unknown URIs -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One SQLite MLflow store for the module (creating a store's tables takes seconds)."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments()
+    return uri
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_round_trip_through_mlflow_in_a_fresh_process(method, store, tmp_path):
+    ds = synthetic()
+    fitted = fit_model(ds, method, None, random_state=7)
+    _, out = log_fitted(store, fitted, ds)
+    query = query_table(fitted, n=50)
+    query.to_parquet(tmp_path / "query.parquet")
+    before = fitted.predict_frame(query)
+    code = (
+        "import mlflow.pyfunc, pandas as pd\n"
+        f"model = mlflow.pyfunc.load_model({out['model_uri']!r})\n"
+        f"model.predict(pd.read_parquet({str(tmp_path / 'query.parquet')!r}))"
+        f".to_parquet({str(tmp_path / 'after.parquet')!r})\n"
+    )
+    proc = _python(code, env={"MLFLOW_TRACKING_URI": store})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = pd.read_parquet(tmp_path / "after.parquet")
+    pd.testing.assert_frame_equal(after, before)
+    assert {"label", "accept", "score"} <= set(after.columns)
+    assert set(after["label"]) <= set(CLASSES)
+
+
+def test_logged_model_records_signature_example_fingerprint_threshold_and_registry(store):
+    ds = synthetic()
+    fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5}, random_state=0)
+    run_id, out = log_fitted(store, fitted, ds, register="pll-test-model")
+    client = MlflowClient(store)
+    logged = client.get_logged_model(out["model_id"])
+    assert logged.source_run_id == run_id
+    assert logged.params["data_fingerprint"] == ds.fingerprint()
+    assert json.loads(logged.params["threshold"]) == 0.5
+    run = client.get_run(run_id)
+    assert run.data.tags["data_fingerprint"] == ds.fingerprint()
+    assert [m.model_id for m in run.outputs.model_outputs] == [out["model_id"]]
+    assert out["registered_uri"] == "models:/pll-test-model/1"
+    version = client.get_model_version("pll-test-model", "1")
+    assert version.run_id == run_id and version.source == logged.artifact_location
+    reloaded, source = load_model(out["registered_uri"], store)
+    assert source["run_id"] == run_id and source["model_id"] == out["model_id"]
+    pd.testing.assert_frame_equal(reloaded.predict_frame(query_table(fitted)), fitted.predict_frame(query_table(fitted)))
+
+
+def test_signature_names_features_and_optional_candidates(store, tmp_path):
+    import mlflow.artifacts
+    from mlflow.models import Model
+
+    ds = synthetic()
+    fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5})
+    _, out = log_fitted(store, fitted, ds)
+    local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_location(out["model_uri"], store),
+                                                dst_path=str(tmp_path))
+    model = Model.load(local)
+    inputs = {c.name: c for c in model.signature.inputs.inputs}
+    assert list(inputs) == ["height", "weight", "age", "candidates"]
+    assert not inputs["candidates"].required and inputs["height"].required
+    outputs = [c.name for c in model.signature.outputs.inputs]
+    assert outputs[:4] == ["label", "accept", "score", "guess"]
+    example = json.loads((Path(local) / "input_example.json").read_text())
+    assert example["columns"] == ["height", "weight", "age", "candidates"]
+    assert model.metadata["pll"]["data_fingerprint"] == ds.fingerprint()
+
+
+@pytest.mark.parametrize("uri", ["models:/m-0123456789abcdef", "models:/no-such-name/1", "runs:/0123abcd/model"])
+def test_unknown_model_uri_is_a_typed_error(uri, store):
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model(uri, store)
+    assert isinstance(info.value, PllError) and uri in str(info.value)
+
+
+# --- flows: train, score one file, score a folder --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(prefect_harness, store):
+    """The digits model, trained by the flow (fully labelled, so noise 'auto' adds partial labels)."""
+    from flows.train import train
+
+    uri = store
+    result = train(dataset="digits", method="pl_knn", method_params={"n_neighbors": 5}, seed=0,
+                   tracking_uri=uri, experiment="train-score")
+    fitted, source = load_model(result["model_uri"], uri)
+    return uri, result, fitted, source
+
+
+def digits_rows(fitted, rows):
+    import pll
+
+    ds = pll.load_dataset("digits")
+    table = pd.DataFrame(ds.X[rows], columns=list(fitted.feature_names))
+    return table[list(fitted.feature_names)[::-1]]
+
+
+@pytest.mark.slow
+def test_train_flow_logs_a_model_trained_on_partial_labels(trained):
+    uri, result, fitted, source = trained
+    run = MlflowClient(uri).get_run(result["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["method"] == "pl_knn" and run.data.params["noise"] == "auto"
+    assert source["run_id"] == result["run_id"]
+    assert fitted.estimator.S_train_.shape == (1797, 10)
+    assert fitted.estimator.S_train_.sum(axis=1).max() > 1  # 'auto' noise gave partial labels
+    assert list(fitted.classes) == [str(c) for c in range(10)]
+
+
+@pytest.mark.slow
+def test_score_flow_writes_outputs_and_logs_a_linked_run(trained, tmp_path):
+    from flows.score import score_one
+
+    uri, result, fitted, _ = trained
+    digits_rows(fitted, np.arange(0, 1797, 6)).to_csv(tmp_path / "new.csv", index=False)
+    out = tmp_path / "scored.parquet"
+    summary = score_one(model_uri=result["model_uri"], input=str(tmp_path / "new.csv"), output=str(out),
+                        tracking_uri=uri, experiment="scoring")
+    scored = pd.read_parquet(out)
+    queue = pd.read_parquet(tmp_path / "scored.review.parquet")
+    assert len(scored) == 300 == summary["rows"]
+    assert summary["rejected"] == len(queue) == int((~scored["accept"]).sum())
+    assert np.all(np.diff(queue["score"]) >= 0)
+    # Digits rows are (near-)copies of training rows: most are accepted and agree with the true digit.
+    import pll
+
+    y = pll.load_dataset("digits").y[np.arange(0, 1797, 6)]
+    assert (scored["label"].astype(int) == y).mean() > 0.9
+    client = MlflowClient(uri)
+    run = client.get_run(summary["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["pll.model_run_id"] == result["run_id"]
+    assert run.data.tags["pll.model_uri"] == result["model_uri"]
+    assert run.data.metrics["accepted"] == summary["accepted"]
+    assert run.data.metrics["rejected"] == summary["rejected"]
+    assert [m.model_id for m in run.inputs.model_inputs] == [result["model_id"]]
+    png = client.download_artifacts(summary["run_id"], "score_distribution.png", str(tmp_path))
+    assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_score_flow_on_a_mismatched_file_fails_and_leaves_no_output(trained, tmp_path):
+    from flows.score import score_one
+
+    uri, result, fitted, _ = trained
+    digits_rows(fitted, np.arange(20)).drop(columns=["x5"]).rename(columns={"x7": "pixel7"}).to_parquet(
+        tmp_path / "bad.parquet"
+    )
+    out = tmp_path / "out" / "scored.parquet"
+    with pytest.raises(InvalidDataError) as info:
+        score_one(model_uri=result["model_uri"], input=str(tmp_path / "bad.parquet"), output=str(out),
+                  tracking_uri=uri, experiment="scoring-bad")
+    for word in ["bad.parquet", "x5", "x7", "pixel7"]:
+        assert word in str(info.value)
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("scoring-bad").experiment_id])
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
+@pytest.mark.slow
+def test_unknown_model_fails_the_flow_with_a_typed_error(trained, tmp_path):
+    from flows.score import score_one
+
+    uri, _, fitted, _ = trained
+    digits_rows(fitted, np.arange(5)).to_csv(tmp_path / "new.csv", index=False)
+    with pytest.raises(ModelNotFoundError, match="m-ffffffffffffffff"):
+        score_one(model_uri="models:/m-ffffffffffffffff", input=str(tmp_path / "new.csv"),
+                  output=str(tmp_path / "o.parquet"), tracking_uri=uri)
+    assert not (tmp_path / "o.parquet").exists()
+
+
+@pytest.mark.slow
+def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_path):
+    from flows.score import score_folder
+
+    uri, result, fitted, _ = trained
+    inbox, outbox = tmp_path / "in", tmp_path / "out"
+    inbox.mkdir()
+    digits_rows(fitted, np.arange(0, 40)).to_csv(inbox / "a.csv", index=False)
+    digits_rows(fitted, np.arange(40, 70)).to_parquet(inbox / "b.parquet")
+    digits_rows(fitted, np.arange(70, 80)).drop(columns=["x0"]).to_csv(inbox / "c.csv", index=False)
+    (inbox / ".d.csv.partial").write_text("being copied")
+    kwargs = dict(model_uri=result["model_uri"], input_dir=str(inbox), output_dir=str(outbox),
+                  tracking_uri=uri, experiment="folder")
+
+    with pytest.raises(FilesFailedError, match="c.csv"):
+        score_folder(**kwargs)
+    ledger = read_ledger(outbox)
+    assert {n: e["status"] for n, e in ledger.items()} == {"a.csv": "scored", "b.parquet": "scored", "c.csv": "failed"}
+    assert "x0" in ledger["c.csv"]["error"]
+    outputs = {p: p.read_bytes() for p in (folder_output(outbox, "a.csv"), folder_output(outbox, "b.parquet"))}
+    assert len(pd.read_parquet(folder_output(outbox, "a.csv"))) == 40
+    assert not folder_output(outbox, "c.csv").exists()
+
+    # Second run: a and b are not scored again, c is retried (and fails again).
+    with pytest.raises(FilesFailedError, match="c.csv"):
+        score_folder(**kwargs)
+    ledger2 = read_ledger(outbox)
+    assert ledger2["a.csv"] == ledger["a.csv"] and ledger2["b.parquet"] == ledger["b.parquet"]
+    assert ledger2["c.csv"]["attempts"] == 2
+    assert {p: p.read_bytes() for p in outputs} == outputs
+
+    # The file is fixed and a new one arrives: exactly those two are scored.
+    digits_rows(fitted, np.arange(70, 80)).to_csv(inbox / "c.csv", index=False)
+    digits_rows(fitted, np.arange(80, 85)).to_csv(inbox / "e.csv", index=False)
+    done = score_folder(**kwargs)
+    assert sorted(done["scored"]) == ["c.csv", "e.csv"] and done["skipped"] == ["a.csv", "b.parquet"]
+    assert read_ledger(outbox)["c.csv"]["status"] == "scored"
+    assert score_folder(**kwargs)["scored"] == {}
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("folder").experiment_id])
+    statuses = sorted(r.info.status for r in runs)
+    assert statuses == ["FAILED", "FAILED", "FINISHED", "FINISHED", "FINISHED", "FINISHED"]
+    assert (outbox / LEDGER).is_file() and not any(p.suffix == ".tmp" for p in outbox.iterdir())
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'cli.db'}"
+    # Each command starts its own temporary Prefect server; give it time on a busy machine.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": uri,
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300"}
+
+    def pll(*args):
+        return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    trained = pll("train", "--dataset", "iris", "--method", "pl_knn", "--register", "iris-knn")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    lines = trained.stdout.strip().splitlines()
+    model_uri = lines[-1]
+    assert model_uri.startswith("models:/m-")
+    assert any("models:/iris-knn/1" in line for line in lines)
+
+    import pll as lib
+
+    ds = lib.load_dataset("iris")
+    pd.DataFrame(ds.X, columns=[f"x{j}" for j in range(4)]).to_csv(tmp_path / "new.csv", index=False)
+    scored = pll("score", "--model", "models:/iris-knn/1", "--input", "new.csv", "--output", "scored.parquet")
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    assert (tmp_path / "scored.parquet").is_file() and (tmp_path / "scored.review.parquet").is_file()
+    assert "150 rows" in scored.stdout
+
+    missing = pll("score", "--model", "models:/m-0000", "--input", "new.csv", "--output", "x.parquet")
+    assert missing.returncode == 2
+    assert "models:/m-0000" in missing.stderr and "Traceback" not in missing.stderr
+    assert not (tmp_path / "x.parquet").exists()
