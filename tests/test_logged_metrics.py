@@ -218,3 +218,23 @@ def test_a_run_on_data_without_true_labels_is_judged_by_the_bags(prefect_harness
     expected = partial_label_report(S[test["row"]], test["label"], test["accept"].to_numpy())
     for key, value in expected.items():
         assert logged[f"pl_knn.native.{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+
+
+def test_every_reject_option_of_a_method_gets_its_own_metric_names():
+    ds, rows, out = toy_run()
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 3, ds.n_rows)
+    labelled = PartialLabelDataset(ds.X, ds.S | np.eye(3, dtype=bool)[y], y, ds.classes, "labelled")
+    trust = MethodOutput(
+        out.method, out.features, out.test, out.train,
+        RejectPrediction(out.val.labels, out.val.accept, 1.0 - out.val.score, out.val.guess), option="trust",
+    )
+    result = evaluate.fn([out, trust], labelled, rows)
+    assert set(result.sweeps) == {("pl_knn", "native"), ("pl_knn", "trust")}
+    native = {k.split(".", 2)[2] for k in result.metrics if k.startswith("pl_knn.native.")}
+    assert {k.split(".", 2)[2] for k in result.metrics if k.startswith("pl_knn.trust.")} == native
+    assert {"mcc", "aurc", "risk_0.10", "cal_risk_0.10", "cal_threshold_0.10"} <= native
+    # Same test predictions, different validation scores: only the calibrated values may differ.
+    for name in native - {n for n in native if n.startswith("cal_")}:
+        assert result.metrics[f"pl_knn.trust.{name}"] == result.metrics[f"pl_knn.native.{name}"]
+    assert result.truth == "true labels"
