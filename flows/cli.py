@@ -59,6 +59,26 @@ def build_parser():
                      help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     run.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
     sub.add_parser("serve", help="serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
+    train = sub.add_parser("train", help="fit a method on all rows of a data set; log it as an MLflow model")
+    train.add_argument("--dataset", default="digits", help="built-in name or path (default: digits)")
+    train.add_argument("--method", default="pl_knn", help="method to fit (default: pl_knn)")
+    train.add_argument("--method-params", type=_json_arg, default=None, help='JSON, e.g. \'{"n_neighbors": 5}\'')
+    train.add_argument("--features", default="minmax", help="feature pipeline (default: minmax)")
+    train.add_argument("--noise", default="auto",
+                       help="noise model (default: auto = class_dependent for fully labelled data, else none)")
+    train.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--register", default=None, metavar="NAME", help="also register the model under NAME")
+    train.add_argument("--tracking-uri", default=None,
+                       help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    train.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
+    score = sub.add_parser("score", help="score a CSV/Parquet file with a logged model; write a review queue")
+    score.add_argument("--model", required=True, help="MLflow model URI (models:/..., runs:/...)")
+    score.add_argument("--input", required=True, help="CSV or Parquet file: feature columns, optional candidates")
+    score.add_argument("--output", required=True, help="scored rows (.parquet); <stem>.review.parquet goes beside it")
+    score.add_argument("--tracking-uri", default=None,
+                       help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    score.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
     sub.add_parser("datasets", help="list the built-in data sets, file formats, noise models and feature pipelines")
     return parser
 
@@ -120,11 +140,52 @@ def cmd_datasets(args):
     return 0
 
 
+def cmd_train(args):
+    from .train import train
+
+    result = train(
+        dataset=args.dataset,
+        method=args.method,
+        method_params=args.method_params,
+        features=args.features,
+        noise=args.noise,
+        noise_params=args.noise_params,
+        seed=args.seed,
+        register=args.register,
+        tracking_uri=args.tracking_uri,
+        experiment=args.experiment,
+    )
+    print(f"MLflow experiment: {result['experiment']}   run: {result['run_id']}")
+    print(f"Tracking store:    {result['tracking_uri']}")
+    if "registered_uri" in result:
+        print(f"Registered as:     {result['registered_uri']}")
+    print(result["model_uri"])
+    return 0
+
+
+def cmd_score(args):
+    from .score import score_one
+
+    result = score_one(
+        model_uri=args.model,
+        input=args.input,
+        output=args.output,
+        tracking_uri=args.tracking_uri,
+        experiment=args.experiment,
+    )
+    print(f"Scored {result['rows']} rows: {result['accepted']} accepted, {result['rejected']} rejected")
+    print(f"Scored rows:  {result['output']}")
+    print(f"Review queue: {result['review']}")
+    print(f"MLflow run:   {result['run_id']}")
+    return 0
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     _quiet_input_errors()
     try:
-        return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets}[args.command](args)
+        return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
+                "score": cmd_score}[args.command](args)
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2
