@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
+from .methods.base import RejectPrediction
 from .neighbors import kneighbors
 
 FILTERS = ("none", "density", "uncertainty")
@@ -46,6 +47,8 @@ def _codes(values, classes, what):
 
 def _cross_class_duplicates(X, codes):
     """Number of rows whose exact features also occur with another label."""
+    if X.shape[0] == 0:
+        return 0
     rows = np.ascontiguousarray(X).view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
     _, group = np.unique(rows, return_inverse=True)
     group = group.ravel()
@@ -111,6 +114,11 @@ class TrustScore(BaseEstimator):
         Position in ``classes_`` of each training row's label.
     kept_ : ndarray of shape (n,), bool
         Rows kept by the filter: ``Ĥ_ℓ`` is ``X_[kept_ & (labels_ == ℓ)]``.
+    filter_values_ : ndarray of shape (n,) or None
+        What the filter thresholds: each row's radius ``r_k`` within its class
+        (density) or its own label's share among its neighbors (uncertainty);
+        NaN for rows outside ``members``; None when nothing is filtered
+        (``"none"`` or ``alpha=0``).
 
     Examples
     --------
@@ -147,7 +155,7 @@ class TrustScore(BaseEstimator):
         """Distances to the ``k`` nearest rows of ``X_set`` (``X_query=None``: its own rows, self excluded)."""
         return kneighbors(X_set, X_query, k, self.knn, **dict(self.knn_params or {})).distances
 
-    def fit(self, X, labels, classes=None):
+    def fit(self, X, labels, classes=None, members=None):
         """Build each class's α-high-density set from labelled rows.
 
         Parameters
@@ -158,6 +166,9 @@ class TrustScore(BaseEstimator):
         classes : array of shape (l,), optional
             All classes a prediction may name (default: those in ``labels``);
             a class without rows gets an empty set.
+        members : bool array of shape (n,), optional
+            Rows that may enter the class sets (default: all); the filter runs
+            on these rows only.  :meth:`score_training` still scores every row.
 
         Returns
         -------
@@ -177,7 +188,10 @@ class TrustScore(BaseEstimator):
             )
         self.labels_ = _codes(labels, self.classes_, "TrustScore.fit labels")
         self.X_ = X
-        self.kept_ = self._filter()
+        eligible = np.ones(X.shape[0], dtype=bool) if members is None else np.asarray(members)
+        if eligible.shape != (X.shape[0],) or eligible.dtype != bool:
+            raise InvalidDataError(f"TrustScore.fit: members must be a bool array of shape ({X.shape[0]},)")
+        self.kept_, self.filter_values_ = self._filter(np.flatnonzero(eligible))
         self._members = [np.flatnonzero(self.kept_ & (self.labels_ == c)) for c in range(self.classes_.size)]
         empty = [str(c) for c, m in zip(self.classes_, self._members) if m.size == 0]
         if empty:
@@ -195,28 +209,33 @@ class TrustScore(BaseEstimator):
             )
         return self
 
-    def _filter(self):
+    def _filter(self, eligible):
+        """Rows kept by the filter among ``eligible``, and the statistic it thresholds (None without a filter)."""
         n = self.X_.shape[0]
-        if self.filtering == "none" or self.alpha == 0.0:
-            return np.ones(n, dtype=bool)
+        keep = np.zeros(n, dtype=bool)
+        if self.filtering == "none" or self.alpha == 0.0 or eligible.size == 0:
+            keep[eligible] = True
+            return keep, None
+        value = np.full(n, np.nan)
         if self.filtering == "density":
-            keep = np.zeros(n, dtype=bool)
             for c in range(self.classes_.size):
-                rows = np.flatnonzero(self.labels_ == c)
+                rows = eligible[self.labels_[eligible] == c]
                 k = min(self.k, rows.size)
-                if k < 2:  # the k'-th nearest point, itself counted, is the point itself
-                    keep[rows] = True
-                    continue
-                radius = self._nearest(self.X_[rows], None, k - 1)[:, -1]
-                keep[rows] = radius <= np.percentile(radius, 100.0 * (1.0 - self.alpha))
-            return keep
-        k = min(self.k, n)
-        same = np.ones(n)
+                value[rows] = 0.0  # with k' = 1 the ball holds the point alone
+                if k > 1:
+                    value[rows] = self._nearest(self.X_[rows], None, k - 1)[:, -1]
+                if rows.size:
+                    keep[rows] = value[rows] <= np.percentile(value[rows], 100.0 * (1.0 - self.alpha))
+            return keep, value
+        k = min(self.k, eligible.size)
+        same = np.ones(eligible.size)
         if k > 1:
-            nb = kneighbors(self.X_, None, k - 1, self.knn, **dict(self.knn_params or {}))
-            same += (self.labels_[nb.indices] == self.labels_[:, None]).sum(axis=1)
-        share = same / k
-        return share >= np.percentile(share, 100.0 * self.alpha)
+            nb = kneighbors(self.X_[eligible], None, k - 1, self.knn, **dict(self.knn_params or {}))
+            own = self.labels_[eligible]
+            same += (own[nb.indices] == own[:, None]).sum(axis=1)
+        value[eligible] = same / k
+        keep[eligible] = value[eligible] >= np.percentile(value[eligible], 100.0 * self.alpha)
+        return keep, value
 
     def _check_fitted(self):
         if not hasattr(self, "kept_"):
@@ -325,3 +344,57 @@ class TrustScore(BaseEstimator):
         if codes.size != self.X_.shape[0]:
             raise InvalidDataError(f"{codes.size} predicted labels for {self.X_.shape[0]} training rows")
         return self._ratio(self.training_distances(), codes, return_closest)
+
+
+# --- The trust score as a reject option of a partial-label method ---------------------------------
+
+CLASS_SETS = ("all", "single", "accepted")
+"""Which disambiguated training rows form the class sets: all of them, only rows whose bag holds a
+single candidate, or only rows the method's own reject option accepted."""
+DEFAULT_CLASS_SETS = "all"
+DEFAULT_THRESHOLD = 1.0
+"""Accept when ``ξ > 1``: the predicted class's set is nearer than every other class's set."""
+
+
+def class_set_rows(S, accepted, class_sets=DEFAULT_CLASS_SETS):
+    """Training rows whose disambiguated labels enter the class sets (bool, shape (n,)).
+
+    Parameters
+    ----------
+    S : bool array of shape (n, l)
+        The training rows' candidate bags.
+    accepted : bool array of shape (n,)
+        The method's own reject decision on its disambiguation of those rows.
+    class_sets : {"all", "single", "accepted"}
+    """
+    if class_sets == "all":
+        return np.ones(S.shape[0], dtype=bool)
+    if class_sets == "single":
+        return np.asarray(S).sum(axis=1) == 1
+    if class_sets == "accepted":
+        return np.asarray(accepted, dtype=bool).copy()
+    raise InvalidParameterError(f"class_sets must be one of {', '.join(CLASS_SETS)}, got {class_sets!r}")
+
+
+def partial_label_trust(X, S, labels, accepted, class_sets=DEFAULT_CLASS_SETS, **params):
+    """A :class:`TrustScore` whose class sets come from a method's disambiguation of its training rows.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        The training rows, in the features the method used.
+    S : bool array of shape (n, l)
+        Their candidate bags.
+    labels, accepted : arrays of shape (n,)
+        The method's disambiguation of these rows and its own reject decision.
+    class_sets : {"all", "single", "accepted"}
+    **params
+        :class:`TrustScore` parameters.
+    """
+    members = class_set_rows(S, accepted, class_sets)
+    return TrustScore(**params).fit(X, labels, classes=np.arange(S.shape[1]), members=members)
+
+
+def with_trust(prediction, score, threshold=DEFAULT_THRESHOLD):
+    """``prediction`` with its reject option replaced by the trust score: accept iff ``score > threshold``."""
+    return RejectPrediction(labels=prediction.labels, accept=score > threshold, score=score, guess=prediction.guess)

@@ -69,23 +69,27 @@ def cases(draw):
     y = rng.integers(0, n_classes, size=n)
     Q = rng.integers(0, 4, size=(draw(st.integers(1, 10)), d)).astype(float) if integer else rng.normal(size=(7, d))
     pred = rng.integers(0, n_classes, size=Q.shape[0])
+    members = None if draw(st.booleans()) else rng.random(n) < 0.7
     params = dict(
         k=draw(st.integers(1, 12)),
         alpha=draw(st.sampled_from([0.0, 0.1, 0.35, 0.8])),
         filtering=draw(st.sampled_from(["none", "density", "uncertainty"])),
         min_dist=draw(st.sampled_from([1e-12, 0.5])),
     )
-    return X, y, n_classes, Q, pred, params, integer
+    return X, y, n_classes, Q, pred, members, params, integer
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_scores_match_the_brute_force_oracle(case):
-    X, y, n_classes, Q, pred, params, integer = case
+    X, y, n_classes, Q, pred, members, params, integer = case
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ts = pll.TrustScore(**params).fit(X, y, classes=np.arange(n_classes))
-    kept = oracle_kept(X, y, params["k"], params["alpha"], params["filtering"])
+        ts = pll.TrustScore(**params).fit(X, y, classes=np.arange(n_classes), members=members)
+    eligible = np.ones(X.shape[0], bool) if members is None else members
+    kept = np.zeros(X.shape[0], bool)
+    if eligible.any():  # the filter sees the eligible rows only
+        kept[eligible] = oracle_kept(X[eligible], y[eligible], params["k"], params["alpha"], params["filtering"])
     assert np.array_equal(ts.kept_, kept)
     same = np.testing.assert_array_equal if integer else lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12)
     want, want_closest = oracle_scores(X, y, n_classes, kept, Q, pred, params["min_dist"])
@@ -197,3 +201,24 @@ def test_bad_input_names_rows():
         pll.TrustScore().fit(np.zeros((2, 1)), [3, 3])
     with pytest.raises(NotFittedError):
         pll.TrustScore().score(np.zeros((1, 1)), [0])
+
+
+def test_class_sets_of_a_partial_label_method():
+    from pll.trust_score import class_set_rows, partial_label_trust, with_trust
+
+    S = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=bool)
+    accepted = np.array([False, True, True, False])
+    assert class_set_rows(S, accepted, "all").all()
+    assert class_set_rows(S, accepted, "single").tolist() == [True, False, True, False]
+    assert class_set_rows(S, accepted, "accepted").tolist() == accepted.tolist()
+    with pytest.raises(InvalidParameterError, match="class_sets"):
+        class_set_rows(S, accepted, "some")
+    X = np.array([[0.0], [1.0], [5.0], [6.0]])
+    with pytest.warns(UserWarning, match=r"class\(es\) 1 have no points"):  # row 1 is not single
+        ts = partial_label_trust(X, S, np.array([0, 1, 2, 2]), accepted, "single")
+    assert ts.classes_.tolist() == [0, 1, 2] and ts.kept_.tolist() == [True, False, True, False]
+    score = ts.score(np.array([[0.5], [5.5]]), [0, 2])
+    assert score.tolist() == pytest.approx([4.5 / 0.5, 5.5 / 0.5])
+    pred = pll.RejectPrediction(np.array([0, 2]), np.array([True, True]), np.zeros(2), np.array([False, True]))
+    r = with_trust(pred, np.array([0.9, 1.1]))
+    assert r.accept.tolist() == [False, True] and r.guess.tolist() == [False, True] and r.labels is pred.labels

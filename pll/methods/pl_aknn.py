@@ -31,6 +31,24 @@ def elimination_leads(scale, max_neighbors):
     return leads
 
 
+def m_values(scale, max_neighbors):
+    """``M[k, y]`` for every integer ``d = τ_y − m2`` in ``[−k, k]``: row ``k − 1``, column ``d + k + 1``.
+
+    ``M = sqrt(k)·(Δ_k − d/k)`` with ``Δ_k = scale / sqrt(k)``, evaluated by the
+    very expression of the definition, so a table look-up gives the same bits.
+    Column 0 holds ``+inf``, the value of every index below the range.
+
+    Returns
+    -------
+    ndarray of shape (max_neighbors, 2·max_neighbors + 2)
+    """
+    table = np.full((max_neighbors, 2 * max_neighbors + 2), np.inf)
+    for k in range(1, max_neighbors + 1):
+        sqrt_k = np.sqrt(k)
+        table[k - 1, 1 : 2 * k + 2] = sqrt_k * (scale / sqrt_k - np.arange(-k, k + 1) / k)
+    return table
+
+
 class PlAknn(NeighborMethod):
     """Partial-label adaptive k-nearest-neighbor classifier, with a reject option.
 
@@ -150,6 +168,7 @@ class PlAknn(NeighborMethod):
         n, l = self.S_train_.shape
         self.A_ = self.c1 * math.sqrt(math.log(n) + math.log(l / self.delta))
         self._leads = elimination_leads(self.A_, self.max_neighbors)
+        self._m_table = m_values(self.A_, self.max_neighbors)
         return self
 
     def _bytes_per_row(self, k):
@@ -157,39 +176,54 @@ class PlAknn(NeighborMethod):
         return 8 * k + 96 * self.n_classes_
 
     def _predict_block(self, indices, distances, candidates, rows, stream):
+        # Work arrays are label-major, shape (l, undecided queries), so that reductions over
+        # labels are element-wise operations over long rows.  ``counts`` holds τ for surviving
+        # labels and ``gone`` for eliminated ones.
         n_rows, n_classes = candidates.shape
         T, A = self.max_neighbors, self.A_
         labels = np.empty(n_rows, dtype=np.int64)
         score = np.empty(n_rows, dtype=np.float64)
         guess = np.zeros(n_rows, dtype=bool)
+        columns = np.ascontiguousarray(indices[:, :T].T)  # neighbor k of every query, contiguous
+        # Counts fit in 16 bits for T < 8192; an eliminated label's count is far below any real one.
+        work = np.int16 if T < 2**13 else np.int32
+        gone = work(np.iinfo(work).min // 2)
+        bags = self.S_train_.T.astype(work)
         active = np.arange(n_rows)
-        alive = candidates.copy()
-        tau = np.zeros((n_rows, n_classes), dtype=np.int32)
-        best_m = np.full((n_rows, n_classes), np.inf)
+        counts = np.where(candidates.T, work(0), gone)
+        best_m = np.full((n_classes, n_rows), np.inf)
+        settled = np.zeros(n_rows, dtype=bool)  # decided, still in the work arrays until compaction
         for k in range(1, T + 1):
-            tau += self.S_train_[indices[active, k - 1]]
-            counts = np.where(alive, tau, -1)
-            m1 = counts.max(axis=1)
-            several = alive.sum(axis=1) > 1
-            m2 = m1 if n_classes < 2 else np.where(several, np.partition(counts, -2, axis=1)[:, -2], m1)
-            sqrt_k = np.sqrt(k)
-            m_k = sqrt_k * (A / sqrt_k - (tau - m2[:, None]) / k)
-            np.minimum(best_m, np.where(alive, m_k, np.inf), out=best_m)
-            alive &= (m1[:, None] - tau) < self._leads[k - 1]
-            decided = alive.sum(axis=1) == 1
+            counts += bags[:, columns[k - 1, active]]
+            m1 = counts.max(axis=0)
+            at_top = counts == m1
+            below = np.where(at_top, gone, counts).max(axis=0)
+            single_top = np.count_nonzero(at_top, axis=0) == 1
+            # m2 = m1 when the top is tied or nothing else survives (below is then "gone").
+            m2 = np.where(single_top & (below > gone // 2), below, m1)
+            # M[k, y] by table look-up; eliminated labels fall off the table's left end onto +inf.
+            np.minimum(best_m, self._m_table[k - 1].take(counts + (k + 1 - m2), mode="clip"), out=best_m)
+            # Eliminate y when m1 − τ_y ≥ lead, i.e. τ_y ≤ m1 − lead.
+            reach = m1 - self._leads[k - 1]
+            np.putmask(counts, counts <= reach, gone)
+            decided = single_top & (below <= reach) & ~settled
             if decided.any():
                 done = active[decided]
-                labels[done] = np.argmax(alive[decided], axis=1)
+                labels[done] = np.argmax(counts[:, decided] > gone // 2, axis=0)
                 score[done] = (T + 1 - k) / T
-                keep = ~decided
-                active, alive, tau, best_m = active[keep], alive[keep], tau[keep], best_m[keep]
-                if active.size == 0:
-                    break
-        if active.size:
-            ranked = np.where(alive, best_m, np.inf)
-            pick = np.argmin(ranked, axis=1)
-            lowest = ranked[np.arange(active.size), pick]
-            labels[active] = pick
-            score[active] = np.minimum(0.0, -lowest / A)
-            guess[active] = (ranked == lowest[:, None]).sum(axis=1) > 1
+                settled |= decided
+                if settled.sum() * 4 >= settled.size or settled.all():
+                    keep = ~settled
+                    active, counts, best_m, settled = active[keep], counts[:, keep], best_m[:, keep], settled[keep]
+                    if active.size == 0:
+                        break
+        if (~settled).any():
+            open_rows = ~settled
+            ranked = np.where(counts[:, open_rows] > gone // 2, best_m[:, open_rows], np.inf)
+            pick = np.argmin(ranked, axis=0)
+            lowest = ranked[pick, np.arange(pick.size)]
+            undecided = active[open_rows]
+            labels[undecided] = pick
+            score[undecided] = np.minimum(0.0, -lowest / A)
+            guess[undecided] = (ranked == lowest).sum(axis=0) > 1
         return RejectPrediction(labels=labels, accept=score > self.threshold, score=score, guess=guess)

@@ -1,0 +1,48 @@
+"""Trust stage: the trust score as a second reject option of every method."""
+
+from __future__ import annotations
+
+import warnings
+
+from prefect import task
+
+from pll.trust_score import DEFAULT_CLASS_SETS, DEFAULT_THRESHOLD, partial_label_trust, with_trust
+from tasks.caching import CACHED, RETRIES
+from tasks.methods import MethodOutput
+
+
+@task(name="trust", **CACHED, **RETRIES, task_run_name="trust-{output.method}")
+def trust_option(
+    output: MethodOutput,
+    split,
+    rows,
+    class_sets: str = DEFAULT_CLASS_SETS,
+    threshold: float = DEFAULT_THRESHOLD,
+    knn_backend: str = "exact",
+    knn_options: dict | None = None,
+) -> MethodOutput:
+    """``output`` with the trust score (in the method's features) as its reject option.
+
+    Test and training rows are scored against class sets built from the
+    method's disambiguation of all training rows (a training row excluded
+    from its own class set); validation rows, like the hold-out model that
+    predicted them, only see the fitting rows ``rows.fit`` — with the labels
+    of the full model's disambiguation, the only one the method output holds.
+    """
+    params = {"knn": knn_backend, "knn_params": dict(knn_options or {})}
+    S, train = split.train.S, output.train
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # empty classes and duplicates are well defined
+        full = partial_label_trust(split.X_train, S, train.labels, train.accept, class_sets, **params)
+        fit = rows.fit
+        holdout = partial_label_trust(
+            split.X_train[fit], S[fit], train.labels[fit], train.accept[fit], class_sets, **params
+        )
+    return MethodOutput(
+        output.method,
+        output.features,
+        test=with_trust(output.test, full.score(split.X_test, output.test.labels), threshold),
+        train=with_trust(train, full.score_training(train.labels), threshold),
+        val=with_trust(output.val, holdout.score(split.X_train[rows.val], output.val.labels), threshold),
+        option="trust",
+    )
