@@ -352,8 +352,13 @@ CLASS_SETS = ("all", "single", "accepted")
 """Which disambiguated training rows form the class sets: all of them, only rows whose bag holds a
 single candidate, or only rows the method's own reject option accepted."""
 DEFAULT_CLASS_SETS = "all"
-DEFAULT_THRESHOLD = 1.0
-"""Accept when ``ξ > 1``: the predicted class's set is nearer than every other class's set."""
+"""Measured by benchmarks/trust_class_sets.py (bird-song and msrc-v2, three methods, 5 seeds): at
+equal rejection rates the three choices give the same risk within 0.003; "all" fills every class set
+and does not tie the trust score to the method's own reject option."""
+DEFAULT_THRESHOLD = 1.5
+"""Accept when ``ξ > 1.5``: the nearest other class is 1.5 times as far as the predicted one.  On the
+real-world data it rejects about as much as the methods' own options (0.72 against 0.74) at the same
+risk (R_0.10 0.103 against 0.101); ``ξ > 1`` accepts too many errors (R_0.10 0.247)."""
 
 
 def class_set_rows(S, accepted, class_sets=DEFAULT_CLASS_SETS):
