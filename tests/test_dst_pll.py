@@ -297,5 +297,4 @@ def test_lexicographic_order_of_equal_size_bitsets():
         size = int(rng.integers(1, min(n_classes, 6) + 1))
         a, b = (rng.choice(n_classes, size=size, replace=False) for _ in range(2))
         A, B = (np.isin(np.arange(n_classes), x)[None] for x in (a, b))
-        bits_a, bits_b = pack_bags(A)[0], pack_bags(B)[0]
-        assert _less_lex(bits_a, bits_b) == (tuple(sorted(a)) < tuple(sorted(b)))
+        assert _less_lex(pack_bags(A), 0, pack_bags(B), 0) == (tuple(sorted(a)) < tuple(sorted(b)))

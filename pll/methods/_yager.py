@@ -84,7 +84,7 @@ def combine(indices, bag_bits, query_bits, n_classes):
     return beliefs, plausibilities, fallback
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _popcount(x):
     x = x - ((x >> _S1) & _M1)
     x = (x & _M2) + ((x >> _S2) & _M2)
@@ -92,177 +92,180 @@ def _popcount(x):
     return np.int64((x * _H01) >> _S56)
 
 
-@njit(cache=True, nogil=True)
-def _slot(bits, mask):
+@njit(cache=True, nogil=True, inline="always")
+def _slot(bits, row, mask):
     h = _HASH_SEED
-    for w in range(bits.shape[0]):
-        h = (h ^ bits[w]) * _HASH_MUL
+    for w in range(bits.shape[1]):
+        h = (h ^ bits[row, w]) * _HASH_MUL
         h = h ^ (h >> _S29)
     return np.int64(h & np.uint64(mask))
 
 
-@njit(cache=True, nogil=True)
-def _find(key, state_bits, slot_state, slot_stamp, stamp):
-    """The table slot holding ``key`` (then also its state) or the empty slot where it belongs (state -1)."""
+@njit(cache=True, nogil=True, inline="always")
+def _same(a, row_a, b, row_b):
+    for w in range(a.shape[1]):
+        if a[row_a, w] != b[row_b, w]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(states, row, slot_state, slot_stamp, stamp):
+    """The slot of the stored state equal to ``states[row]`` and that state, or the free slot for it and -1."""
     mask = slot_state.shape[0] - 1
-    slot = _slot(key, mask)
+    slot = _slot(states, row, mask)
     while slot_stamp[slot] == stamp:
         st = slot_state[slot]
-        same = True
-        for w in range(key.shape[0]):
-            if state_bits[st, w] != key[w]:
-                same = False
-                break
-        if same:
+        if _same(states, st, states, row):
             return slot, st
         slot = (slot + 1) & mask
     return slot, -1
 
 
 @njit(cache=True, nogil=True)
-def _rehash(state_bits, n_states, capacity, stamp):
+def _rehash(states, n_states, capacity, stamp):
     slot_state = np.empty(capacity, dtype=np.int64)
     slot_stamp = np.zeros(capacity, dtype=np.int64)
     for st in range(n_states):
-        slot, _ = _find(state_bits[st], state_bits, slot_state, slot_stamp, stamp)
+        slot, _ = _find(states, st, slot_state, slot_stamp, stamp)
         slot_state[slot] = st
         slot_stamp[slot] = stamp
     return slot_state, slot_stamp
 
 
-@njit(cache=True, nogil=True)
-def _less_lex(a, b):
-    """For bitsets of equal size: is ``a``'s sorted label tuple lexicographically smaller than ``b``'s?"""
-    for w in range(a.shape[0]):
-        diff = a[w] ^ b[w]
+@njit(cache=True, nogil=True, inline="always")
+def _less_lex(a, row_a, b, row_b):
+    """For bitsets of equal size: is ``a[row_a]``'s sorted label tuple lexicographically below ``b[row_b]``'s?"""
+    for w in range(a.shape[1]):
+        diff = a[row_a, w] ^ b[row_b, w]
         if diff != _U0:
             lowest = diff & (~diff + _U1)
-            return (a[w] & lowest) != _U0
+            return (a[row_a, w] & lowest) != _U0
     return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lowest_label(x, word):
+    """The label of the lowest set bit of the non-zero word ``x`` (word number ``word``)."""
+    return 64 * word + _popcount((x & (~x + _U1)) - _U1)
 
 
 @njit(cache=True, nogil=True)
 def _combine_kernel(indices, bag_bits, query_bits, beliefs, plausibilities, fallback):
     n, k = indices.shape
     n_words = query_bits.shape[1]
-    group_bits = np.empty((max(k, 1), n_words), dtype=np.uint64)
-    group_count = np.empty(max(k, 1), dtype=np.int64)
-    key = np.empty(n_words, dtype=np.uint64)
-    empty = np.zeros(n_words, dtype=np.uint64)
-    state_bits = np.empty((64, n_words), dtype=np.uint64)
-    state_mass = np.empty(64, dtype=np.float64)
+    # Row n_groups of `groups` and row n_states of `states` are scratch space for the next candidate.
+    groups = np.empty((k + 1, n_words), dtype=np.uint64)
+    counts = np.empty(k + 1, dtype=np.int64)
+    states = np.empty((64, n_words), dtype=np.uint64)
+    masses = np.empty(64, dtype=np.float64)
     slot_state = np.empty(128, dtype=np.int64)
     slot_stamp = np.zeros(128, dtype=np.int64)
     for q in range(n):
-        s = query_bits[q]
         # Informative neighbors, grouped by their bag restricted to s̃.
         n_groups = 0
         for i in range(k):
-            bag = bag_bits[indices[q, i]]
+            bag = indices[q, i]
             nonempty = False
             full = True
             for w in range(n_words):
-                key[w] = bag[w] & s[w]
-                nonempty = nonempty or key[w] != _U0
-                full = full and key[w] == s[w]
+                r = bag_bits[bag, w] & query_bits[q, w]
+                groups[n_groups, w] = r
+                nonempty = nonempty or r != _U0
+                full = full and r == query_bits[q, w]
             if not nonempty or full:
                 continue
-            found = -1
+            found = False
             for g in range(n_groups):
-                same = True
-                for w in range(n_words):
-                    if group_bits[g, w] != key[w]:
-                        same = False
-                        break
-                if same:
-                    found = g
+                if _same(groups, g, groups, n_groups):
+                    counts[g] += 1
+                    found = True
                     break
-            if found >= 0:
-                group_count[found] += 1
-            else:
-                group_bits[n_groups] = key
-                group_count[n_groups] = 1
+            if not found:
+                counts[n_groups] = 1
                 n_groups += 1
 
         # Yager's rule: the focal sets start as {s̃: 1}; fold in one group at a time.
         stamp = q + 1
-        state_bits[0] = s
-        state_mass[0] = 1.0
-        n_states = 1
-        slot, _ = _find(s, state_bits, slot_state, slot_stamp, stamp)
+        for w in range(n_words):
+            states[0, w] = query_bits[q, w]
+        masses[0] = 1.0
+        slot, _ = _find(states, 0, slot_state, slot_stamp, stamp)
         slot_state[slot] = 0
         slot_stamp[slot] = stamp
+        n_states = 1
         for g in range(n_groups):
-            keep = 0.5 ** group_count[g]
+            keep = 0.5 ** counts[g]
             move = 1.0 - keep
+            # A fold at most doubles the focal sets: grow the arrays (with a scratch row) and the table
+            # (to stay at most half full) first, so that the hot loop below never reallocates.
+            if 2 * n_states + 1 > states.shape[0]:
+                grown = np.empty((4 * n_states + 1, n_words), dtype=np.uint64)
+                grown[:n_states] = states[:n_states]
+                grown_masses = np.empty(4 * n_states + 1, dtype=np.float64)
+                grown_masses[:n_states] = masses[:n_states]
+                states, masses = grown, grown_masses
+            if 4 * n_states > slot_state.shape[0]:
+                capacity = slot_state.shape[0]
+                while capacity < 4 * n_states:
+                    capacity *= 2
+                slot_state, slot_stamp = _rehash(states, n_states, capacity, stamp)
             for st in range(n_states):
                 inside = True
                 for w in range(n_words):
-                    key[w] = state_bits[st, w] & group_bits[g, w]
-                    inside = inside and key[w] == state_bits[st, w]
+                    x = states[st, w] & groups[g, w]
+                    states[n_states, w] = x
+                    inside = inside and x == states[st, w]
                 if inside:  # A ⊆ s_i: A ∩ s_i = A keeps all its mass.
                     continue
-                mass = state_mass[st]
-                state_mass[st] = mass * keep
-                slot, target = _find(key, state_bits, slot_state, slot_stamp, stamp)
+                mass = masses[st]
+                masses[st] = mass * keep
+                slot, target = _find(states, n_states, slot_state, slot_stamp, stamp)
                 if target < 0:
-                    if n_states == state_bits.shape[0]:
-                        grown_bits = np.empty((2 * n_states, n_words), dtype=np.uint64)
-                        grown_bits[:n_states] = state_bits
-                        grown_mass = np.empty(2 * n_states, dtype=np.float64)
-                        grown_mass[:n_states] = state_mass
-                        state_bits, state_mass = grown_bits, grown_mass
                     target = n_states
-                    state_bits[target] = key
-                    state_mass[target] = 0.0
+                    masses[target] = 0.0
                     n_states += 1
-                    if 2 * n_states > slot_state.shape[0]:
-                        slot_state, slot_stamp = _rehash(state_bits, n_states, 2 * slot_state.shape[0], stamp)
-                    else:
-                        slot_state[slot] = target
-                        slot_stamp[slot] = stamp
-                state_mass[target] += mass * move
+                    slot_state[slot] = target
+                    slot_stamp[slot] = stamp
+                masses[target] += mass * move
 
         # The conflict (mass of ∅) goes to s̃, which is state 0.
-        _, void = _find(empty, state_bits, slot_state, slot_stamp, stamp)
+        states[n_states] = _U0
+        _, void = _find(states, n_states, slot_state, slot_stamp, stamp)
         if void > 0:
-            state_mass[0] += state_mass[void]
-            state_mass[void] = 0.0
+            masses[0] += masses[void]
+            masses[void] = 0.0
 
         has_singleton = False
         best = -1
         best_size = 0
         for st in range(n_states):
-            mass = state_mass[st]
+            mass = masses[st]
             if mass == 0.0:
                 continue
             size = 0
             for w in range(n_words):
-                x = state_bits[st, w]
+                x = states[st, w]
                 size += _popcount(x)
                 while x != _U0:
-                    lowest = x & (~x + _U1)
-                    y = 64 * w + _popcount(lowest - _U1)
-                    plausibilities[q, y] += mass
-                    x ^= lowest
+                    plausibilities[q, _lowest_label(x, w)] += mass
+                    x &= x - _U1
             if size == 1:
                 has_singleton = True
                 for w in range(n_words):
-                    x = state_bits[st, w]
-                    if x != _U0:
-                        beliefs[q, 64 * w + _popcount((x & (~x + _U1)) - _U1)] = mass
+                    if states[st, w] != _U0:
+                        beliefs[q, _lowest_label(states[st, w], w)] = mass
             if (
                 best < 0
-                or mass > state_mass[best]
-                or (mass == state_mass[best] and size < best_size)
-                or (mass == state_mass[best] and size == best_size and _less_lex(state_bits[st], state_bits[best]))
+                or mass > masses[best]
+                or (mass == masses[best] and size < best_size)
+                or (mass == masses[best] and size == best_size and _less_lex(states, st, states, best))
             ):
                 best = st
                 best_size = size
         if not has_singleton:
             for w in range(n_words):
-                x = state_bits[best, w]
+                x = states[best, w]
                 while x != _U0:
-                    lowest = x & (~x + _U1)
-                    fallback[q, 64 * w + _popcount(lowest - _U1)] = True
-                    x ^= lowest
+                    fallback[q, _lowest_label(x, w)] = True
+                    x &= x - _U1
