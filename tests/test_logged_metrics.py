@@ -55,7 +55,8 @@ def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_h
     client = MlflowClient(tracking_uri)
     run = client.get_run(result["run_id"])
     root = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path)))
-    logged = run.data.metrics
+    # Other stages log their own metrics (e.g. the neighbor search); these are the methods'.
+    logged = {k: v for k, v in run.data.metrics.items() if k.split(".", 1)[0] in methods}
     summary = pd.read_json(root / "dataset_summary.json", typ="series")
     classes = [str(c) for c in summary["class_names"]]
 
@@ -63,7 +64,7 @@ def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_h
     for name in logged:
         method, option, _ = name.split(".", 2)
         options.setdefault(method, set()).add(option)
-    assert set(options) == set(methods)
+    assert set(options) == set(methods) and len(logged) > 30 * len(methods)
 
     recomputed = {}
     for method, opts in options.items():
