@@ -14,7 +14,7 @@ from tasks.neighbors import find_neighbors
 from tasks.noise import add_noise
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, log_results, resolve_tracking_uri, start_run
 
-DEFAULT_METHODS = ("pl_knn",)
+DEFAULT_METHODS = ("pl_knn", "dst_pll")
 
 
 @flow(name="pll-pipeline", log_prints=True)
