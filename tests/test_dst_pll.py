@@ -298,3 +298,10 @@ def test_lexicographic_order_of_equal_size_bitsets():
         a, b = (rng.choice(n_classes, size=size, replace=False) for _ in range(2))
         A, B = (np.isin(np.arange(n_classes), x)[None] for x in (a, b))
         assert _less_lex(pack_bags(A), 0, pack_bags(B), 0) == (tuple(sorted(a)) < tuple(sorted(b)))
+
+
+def test_neighbor_indices_outside_the_training_rows_are_a_typed_error():
+    clf = pll.DstPll(n_neighbors=2).fit(np.zeros((4, 1)), np.eye(4, dtype=bool)[:, :3])
+    nb = NeighborResult(np.array([[0, 1], [2, 4]]), np.zeros((2, 2)))
+    with pytest.raises(NeighborsError, match="query row 1 fall outside the 4 training rows"):
+        clf.predict_with_reject(np.zeros((2, 1)), neighbors=nb)
