@@ -220,5 +220,5 @@ def test_class_sets_of_a_partial_label_method():
     score = ts.score(np.array([[0.5], [5.5]]), [0, 2])
     assert score.tolist() == pytest.approx([4.5 / 0.5, 5.5 / 0.5])
     pred = pll.RejectPrediction(np.array([0, 2]), np.array([True, True]), np.zeros(2), np.array([False, True]))
-    r = with_trust(pred, np.array([0.9, 1.1]))
+    r = with_trust(pred, np.array([1.5, 1.6]))  # accept iff score > DEFAULT_THRESHOLD = 1.5
     assert r.accept.tolist() == [False, True] and r.guess.tolist() == [False, True] and r.labels is pred.labels
