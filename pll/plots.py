@@ -20,6 +20,8 @@ METHOD_COLOURS = {"dst_pll": "#0072B2", "pl_aknn": "#D55E00", "pl_knn": "#009E73
 EXTRA_COLOURS = ("#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442", "#999999")
 OPTION_STYLES = {"native": "-", "trust": "--"}
 OTHER_OPTION_STYLE = ":"
+OPTION_MARKERS = {"native": "o", "trust": "D"}
+OTHER_OPTION_MARKER = "s"
 
 
 def method_colour(method):
@@ -32,6 +34,11 @@ def method_colour(method):
 def option_style(option):
     """The line style of a reject option (``native`` solid, ``trust`` dashed, others dotted)."""
     return OPTION_STYLES.get(option, OTHER_OPTION_STYLE)
+
+
+def option_marker(option):
+    """The marker of a reject option's own operating point (``native`` dot, ``trust`` diamond, others square)."""
+    return OPTION_MARKERS.get(option, OTHER_OPTION_MARKER)
 
 
 def _label(method, option):
@@ -58,7 +65,8 @@ def tradeoff_figure(sweeps, operating_points, title="Reject trade-off"):
         :func:`pll.evaluation.threshold_sweep` tables.  The point where every
         row is rejected (accuracy of nothing) is left out of the curve.
     operating_points : dict of (method, option) -> (rejection_rate, covered_accuracy)
-        Each reject option's own (default) operating point, drawn as a dot.
+        Each reject option's own (default) operating point, drawn with the
+        option's marker (:func:`option_marker`).
     title : str
 
     Returns
@@ -67,25 +75,17 @@ def tradeoff_figure(sweeps, operating_points, title="Reject trade-off"):
     """
     fig = Figure(figsize=(7.5, 5.5), layout="constrained")
     ax = fig.add_subplot()
-    for key, sweep in sweeps.items():
+    for key, sweep in sorted(sweeps.items()):
         kept = sweep[sweep["accepted"] > 0]
         ax.plot(100 * kept["rejection_rate"], 100 * kept["covered_accuracy"], linewidth=1.6, **_style(key))
-    for key, (rejected, accuracy) in operating_points.items():
-        ax.plot(
-            100 * rejected,
-            100 * accuracy,
-            marker="o",
-            markersize=8,
-            markeredgecolor="black",
-            color=method_colour(key[0]),
-            linestyle="none",
-            zorder=3,
-        )
+    point = {"markersize": 8, "markeredgecolor": "black", "linestyle": "none"}
+    for (method, option), (rejected, accuracy) in sorted(operating_points.items()):
+        ax.plot(100 * rejected, 100 * accuracy, marker=option_marker(option), color=method_colour(method),
+                zorder=3, **point)
     handles, _ = ax.get_legend_handles_labels()
-    handles.append(
-        Line2D([], [], marker="o", markersize=8, markeredgecolor="black", color="grey", linestyle="none",
-               label="own reject rule")
-    )
+    for option in sorted({option for _, option in operating_points}):
+        handles.append(Line2D([], [], marker=option_marker(option), color="grey", label=f"{option}: own threshold",
+                              **point))
     ax.legend(handles=handles, loc="best", fontsize="small")
     ax.set_xlim(0, 100)
     _room_above_100(ax)
@@ -145,7 +145,7 @@ def precision_figure(tables, title="Precision at percentile"):
     """
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     trust, suspect = fig.subplots(1, 2)
-    for key, table in tables.items():
+    for key, table in sorted(tables.items()):
         style = _style(key)
         trust.plot(table["percentile"], 100 * table["precision_trustworthy"], **style)
         suspect.plot(table["percentile"], 100 * table["precision_suspicious"], **style)

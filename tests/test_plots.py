@@ -11,6 +11,7 @@ from pll.plots import (
     EXTRA_COLOURS,
     METHOD_COLOURS,
     method_colour,
+    option_marker,
     option_style,
     precision_figure,
     risk_figure,
@@ -56,13 +57,19 @@ def test_tradeoff_figure_draws_every_sweep_point_and_marks_the_operating_points(
         np.testing.assert_allclose(line.get_xdata(), 100 * kept["rejection_rate"])
         np.testing.assert_allclose(line.get_ydata(), 100 * kept["covered_accuracy"])
         assert line.get_color() == method_colour(m) and line.get_linestyle() == option_style(o)
-    markers = [ln for ln in ax.get_lines() if ln.get_marker() == "o" and ln.get_label().startswith("_")]
-    got = sorted((float(ln.get_xdata()[0]), float(ln.get_ydata()[0])) for ln in markers)
-    np.testing.assert_allclose(got, sorted((100 * r, 100 * a) for r, a in points.values()))
+    for (m, o), (r, a) in points.items():
+        # Each option's own operating point: the option's marker in the method's colour.
+        marks = [
+            ln
+            for ln in ax.get_lines()
+            if ln.get_label().startswith("_") and ln.get_marker() == option_marker(o) and ln.get_color() == method_colour(m)
+        ]
+        assert len(marks) == 1
+        assert (marks[0].get_xdata()[0], marks[0].get_ydata()[0]) == pytest.approx((100 * r, 100 * a))
     assert ax.get_xlabel() == "fraction rejected (%)"
     assert "(%)" in ax.get_ylabel() and ax.get_title() == "Reject trade-off on toy"
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "dst_pll (native)" in legend and "own reject rule" in legend
+    assert "dst_pll (native)" in legend and "native: own threshold" in legend and "trust: own threshold" in legend
 
 
 def test_risk_figure_plots_own_and_calibrated_risks_against_lambda(curves):
@@ -107,6 +114,7 @@ def test_unknown_methods_get_a_stable_colour_and_options_a_style():
     assert method_colour("sklearn_svc") == method_colour("sklearn_svc")
     assert method_colour("sklearn_svc") in EXTRA_COLOURS
     assert option_style("native") == "-" and option_style("trust") == "--" and option_style("other") == ":"
+    assert len({option_marker("native"), option_marker("trust"), option_marker("other")}) == 3
 
 
 def test_figures_render_to_png_without_touching_pyplot_state(curves):
