@@ -34,9 +34,18 @@ REVIEW_SUFFIX = ".review.parquet"
 
 
 def feature_names(ds) -> list[str]:
-    """Names of the feature columns of a data set (``x0``, ``x1``, ... when the source has none)."""
+    """Names of the feature columns of a data set, as scoring tables must name them.
+
+    A loader's ``info["feature_names"]`` when it has them; for a CSV or
+    Parquet source, its header without ``candidates`` and ``label``;
+    otherwise ``x0``, ``x1``, ...
+    """
     names = ds.info.get("feature_names")
-    if names is None:
+    if names is None and ds.info.get("format") in ("csv", "parquet") and "source" in ds.info:
+        # The loader does not record them yet: read the table again, as the loader reads it.
+        columns = tabular.read_table(Path(ds.info["source"])).columns
+        names = [str(c) for c in columns if c not in (CANDIDATES, tabular.LABEL)]
+    if names is None or len(names) != ds.n_features:
         return [f"x{j}" for j in range(ds.n_features)]
     return [str(n) for n in names]
 
@@ -98,7 +107,20 @@ class FittedModel:
 
 
 def fit_model(ds, method, params=None, features="minmax", random_state=None) -> FittedModel:
-    """Fit the feature pipeline and ``method`` (with ``params``) on every row of ``ds``."""
+    """Fit the feature pipeline and ``method`` (with ``params``) on every row of ``ds``.
+
+    Examples
+    --------
+    >>> import pandas as pd, pll
+    >>> ds = pll.noise.apply_noise(pll.load_dataset("iris"), "auto", random_state=0)
+    >>> model = fit_model(ds, "pl_knn", {"n_neighbors": 5}, random_state=0)
+    >>> model.feature_names
+    ('x0', 'x1', 'x2', 'x3')
+    >>> new = pd.DataFrame({"x3": [0.2, 1.5], "x2": [1.4, 4.5], "x1": [3.5, 2.9], "x0": [5.1, 6.0],
+    ...                     "candidates": [None, "virginica|versicolor"]})
+    >>> model.predict_frame(new)["label"].tolist()
+    ['setosa', 'versicolor']
+    """
     names = tuple(feature_names(ds))
     check_no_clash(names, (ROW, CANDIDATES, "label", "accept", "score", "guess"), ds.name)
     transformer = make_features(features)

@@ -34,7 +34,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll.data.tabular import CANDIDATES, SEPARATOR
-from pll.errors import PllError
+from pll.errors import InvalidParameterError, PllError
 from pll.scoring import FittedModel, feature_names, fit_model
 
 from .tracking import log_json
@@ -151,15 +151,20 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
     out = {"model_uri": f"models:/{model.model_id}", "model_id": model.model_id}
     if register:
         try:
-            client.create_registered_model(register)
+            try:
+                client.create_registered_model(register)
+            except MlflowException as exc:
+                if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+            # The artifact location, not models:/<id>: MLflow resolves a models:/ source with the
+            # process-global tracking URI, which need not be this client's.
+            version = client.create_model_version(
+                register, source=model.artifact_location, run_id=run_id, model_id=model.model_id
+            )
         except MlflowException as exc:
-            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-        # The artifact location, not models:/<id>: MLflow resolves a models:/ source with the
-        # process-global tracking URI, which need not be this client's.
-        version = client.create_model_version(
-            register, source=model.artifact_location, run_id=run_id, model_id=model.model_id
-        )
+            raise InvalidParameterError(
+                f"the model {out['model_uri']} was logged but not registered as {register!r} ({_first_line(exc)})"
+            ) from None
         out["registered_uri"] = f"models:/{register}/{version.version}"
     return out
 
@@ -187,15 +192,18 @@ def load_model(model_uri: str, tracking_uri: str) -> tuple[FittedModel, dict]:
     possibly None for models saved outside a run.  An unknown URI, or one
     naming a model that is not a pll model, raises :class:`ModelNotFoundError`.
     """
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
             local = mlflow.artifacts.download_artifacts(
                 artifact_uri=artifact_location(model_uri, tracking_uri), dst_path=tmp, tracking_uri=tracking_uri
             )
             info = Model.load(local)
+        except (MlflowException, OSError) as exc:
+            raise ModelNotFoundError(f"model {model_uri!r} not found in {tracking_uri} ({_first_line(exc)})") from None
+        try:
             pyfunc = mlflow.pyfunc.load_model(local)
-    except (MlflowException, OSError) as exc:
-        raise ModelNotFoundError(f"model {model_uri!r} not found in {tracking_uri} ({_first_line(exc)})") from None
+        except Exception as exc:  # a foreign flavor, or a pickle this code cannot read
+            raise ModelNotFoundError(f"model {model_uri!r} cannot be loaded as a pll model ({_first_line(exc)})") from None
     python_model = pyfunc.unwrap_python_model() if hasattr(pyfunc, "unwrap_python_model") else None
     fitted = getattr(python_model, "fitted", None)
     if not isinstance(fitted, FittedModel):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
 
 from pll.data import PartialLabelDataset
-from pll.errors import DataFileError, InvalidDataError, PllError
+from pll.errors import DataFileError, InvalidDataError, InvalidParameterError, PllError
 from pll.methods import METHODS, make_method
 from pll.scoring import (
     LEDGER,
@@ -157,6 +157,22 @@ def test_atomic_write_leaves_nothing_when_a_writer_fails(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a.parquet"), frame)
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_model_trained_on_a_table_expects_its_header(tmp_path, suffix):
+    import pll
+
+    ds = synthetic()
+    table = pd.DataFrame(ds.X, columns=["height", "weight", "age"])
+    table.insert(1, "candidates", ["|".join(CLASSES[row]) for row in ds.S])
+    path = tmp_path / f"train{suffix}"
+    table.to_csv(path, index=False) if suffix == ".csv" else table.to_parquet(path)
+    fitted = fit_model(pll.load_dataset(path), "pl_knn", {"n_neighbors": 5}, random_state=0)
+    assert fitted.feature_names == ("height", "weight", "age")
+    query = query_table(fitted)
+    pd.testing.assert_frame_equal(fitted.predict_frame(query), fit_model(ds, "pl_knn", {"n_neighbors": 5},
+                                                                          random_state=0).predict_frame(query))
+
+
 def test_feature_named_like_an_output_column_is_refused():
     with pytest.raises(InvalidDataError, match="score"):
         fit_model(synthetic(names=("height", "score", "age")), "pl_knn", {"n_neighbors": 5})
@@ -203,26 +219,29 @@ def store(tmp_path_factory):
     return uri
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
-def test_round_trip_through_mlflow_in_a_fresh_process(method, store, tmp_path):
+def test_round_trip_through_mlflow_in_a_fresh_process(store, tmp_path):
+    """Every registered method: fit, log, load in a new Python process, identical predictions."""
     ds = synthetic()
-    fitted = fit_model(ds, method, None, random_state=7)
-    _, out = log_fitted(store, fitted, ds)
-    query = query_table(fitted, n=50)
+    before, uris = {}, {}
+    for method in sorted(METHODS):
+        fitted = fit_model(ds, method, None, random_state=7)
+        uris[method] = log_fitted(store, fitted, ds)[1]["model_uri"]
+        query = query_table(fitted, n=50)
+        before[method] = fitted.predict_frame(query)
     query.to_parquet(tmp_path / "query.parquet")
-    before = fitted.predict_frame(query)
     code = (
         "import mlflow.pyfunc, pandas as pd\n"
-        f"model = mlflow.pyfunc.load_model({out['model_uri']!r})\n"
-        f"model.predict(pd.read_parquet({str(tmp_path / 'query.parquet')!r}))"
-        f".to_parquet({str(tmp_path / 'after.parquet')!r})\n"
+        f"query = pd.read_parquet({str(tmp_path / 'query.parquet')!r})\n"
+        f"for method, uri in {uris!r}.items():\n"
+        f"    mlflow.pyfunc.load_model(uri).predict(query).to_parquet(f'{tmp_path}/{{method}}.parquet')\n"
     )
     proc = _python(code, env={"MLFLOW_TRACKING_URI": store})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    after = pd.read_parquet(tmp_path / "after.parquet")
-    pd.testing.assert_frame_equal(after, before)
-    assert {"label", "accept", "score"} <= set(after.columns)
-    assert set(after["label"]) <= set(CLASSES)
+    for method, expected in before.items():
+        after = pd.read_parquet(tmp_path / f"{method}.parquet")
+        pd.testing.assert_frame_equal(after, expected, obj=method)
+        assert {"label", "accept", "score"} <= set(after.columns)
+        assert set(after["label"]) <= set(CLASSES)
 
 
 def test_logged_model_records_signature_example_fingerprint_threshold_and_registry(store):
@@ -240,6 +259,11 @@ def test_logged_model_records_signature_example_fingerprint_threshold_and_regist
     assert out["registered_uri"] == "models:/pll-test-model/1"
     version = client.get_model_version("pll-test-model", "1")
     assert version.run_id == run_id and version.source == logged.artifact_location
+    with pytest.raises(InvalidParameterError, match="not registered"):
+        log_fitted(store, fitted, ds, register="bad/name")
+    client.set_registered_model_alias("pll-test-model", "champion", "1")
+    for uri in ("models:/pll-test-model/latest", "models:/pll-test-model@champion"):
+        assert load_model(uri, store)[1]["model_id"] == out["model_id"]
     reloaded, source = load_model(out["registered_uri"], store)
     assert source["run_id"] == run_id and source["model_id"] == out["model_id"]
     pd.testing.assert_frame_equal(reloaded.predict_frame(query_table(fitted)), fitted.predict_frame(query_table(fitted)))
@@ -265,7 +289,10 @@ def test_signature_names_features_and_optional_candidates(store, tmp_path):
     assert model.metadata["pll"]["data_fingerprint"] == ds.fingerprint()
 
 
-@pytest.mark.parametrize("uri", ["models:/m-0123456789abcdef", "models:/no-such-name/1", "runs:/0123abcd/model"])
+@pytest.mark.parametrize(
+    "uri", ["models:/m-0123456789abcdef", "models:/no-such-name/1", "models:/no-such-name@champion",
+            "runs:/0123abcd/model", "no/such/folder"]
+)
 def test_unknown_model_uri_is_a_typed_error(uri, store):
     with pytest.raises(ModelNotFoundError) as info:
         load_model(uri, store)
