@@ -65,7 +65,8 @@ class _Judge:
     def report(self, pred, lambdas):
         if self.ds.y is not None:
             return reject_report(self.ds.y[self.idx], pred.labels, pred.accept, lambdas, n_classes=self.ds.n_classes)
-        return partial_label_report(self.ds.S[self.idx[self.keep]], pred.labels[self.keep], pred.accept[self.keep], lambdas)
+        bags = self.ds.S[self.idx[self.keep]]
+        return partial_label_report(bags, pred.labels[self.keep], pred.accept[self.keep], lambdas)
 
 
 @task(name="evaluate", cache_policy=NO_CACHE)

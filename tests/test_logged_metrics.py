@@ -108,9 +108,8 @@ def check_curves_figures_and_report(root, logged, options):
             precision = pd.read_csv(root / "curves" / f"{method}.{option}.precision.csv")
             assert precision["percentile"].tolist() == list(range(101))
             calibration = pd.read_csv(root / "curves" / f"{method}.{option}.calibration.csv")
-            np.testing.assert_array_equal(
-                calibration["threshold"], [logged[f"{method}.{option}.cal_threshold_{lam:.2f}"] for lam in calibration["lambda"]]
-            )
+            thresholds = [logged[f"{method}.{option}.cal_threshold_{lam:.2f}"] for lam in calibration["lambda"]]
+            np.testing.assert_array_equal(calibration["threshold"], thresholds)
     for name in ("tradeoff", "risk", "precision"):
         assert (root / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (root / "report.md").read_text()

@@ -62,7 +62,9 @@ def test_tradeoff_figure_draws_every_sweep_point_and_marks_the_operating_points(
         marks = [
             ln
             for ln in ax.get_lines()
-            if ln.get_label().startswith("_") and ln.get_marker() == option_marker(o) and ln.get_color() == method_colour(m)
+            if ln.get_label().startswith("_")
+            and ln.get_marker() == option_marker(o)
+            and ln.get_color() == method_colour(m)
         ]
         assert len(marks) == 1
         assert (marks[0].get_xdata()[0], marks[0].get_ydata()[0]) == pytest.approx((100 * r, 100 * a))
