@@ -68,6 +68,8 @@ def build_parser():
                        help="noise model (default: auto = class_dependent for fully labelled data, else none)")
     train.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--threshold", type=float, default=None,
+                       help="accept rows whose score exceeds this (default: the method's own reject rule)")
     train.add_argument("--register", default=None, metavar="NAME", help="also register the model under NAME")
     train.add_argument("--tracking-uri", default=None,
                        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
@@ -151,6 +153,7 @@ def cmd_train(args):
         noise=args.noise,
         noise_params=args.noise_params,
         seed=args.seed,
+        threshold=args.threshold,
         register=args.register,
         tracking_uri=args.tracking_uri,
         experiment=args.experiment,

@@ -20,6 +20,7 @@ def train(
     noise: str = "auto",
     noise_params: dict | None = None,
     seed: int = 0,
+    threshold: float | None = None,
     register: str | None = None,
     tracking_uri: str | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
@@ -30,6 +31,9 @@ def train(
     labelled data set (every bag a single label, e.g. the built-in
     ``digits``) class-dependent partial labels, so that a demo trains on
     partial labels, and keeps the bags of a data set that already has them.
+
+    ``threshold`` (e.g. one calibrated by a benchmark) replaces the method's
+    own reject decision by ``score > threshold``.
 
     Returns a dict with ``model_uri`` (``models:/<model_id>``), ``model_id``,
     ``registered_uri`` when ``register`` names a registered model, the
@@ -45,12 +49,13 @@ def train(
         "noise": noise,
         "noise_params": noise_params or {},
         "seed": seed,
+        "threshold": threshold,
         "register": register,
     }
     run_id = start_run(tracking_uri, experiment, f"train-{method}-{dataset}", config, tags={"pll.kind": "training"})
     try:
         ds = add_noise(ingest(dataset), noise, noise_params, seed)
-        fitted = fit(ds, method, method_params, features, seed)
+        fitted = fit(ds, method, method_params, features, seed, threshold)
         logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), register)
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")

@@ -71,6 +71,9 @@ class FittedModel:
         Class names; predicted labels are these names.
     fingerprint : str
         Fingerprint of the training data set.
+    reject_threshold : float or None
+        A row is accepted when its score exceeds this (e.g. a threshold
+        calibrated in a benchmark); None keeps the method's own decision.
     """
 
     method: str
@@ -80,11 +83,14 @@ class FittedModel:
     feature_names: tuple
     classes: np.ndarray
     fingerprint: str
+    reject_threshold: float | None = None
 
     @property
     def threshold(self):
-        """The method's reject threshold (``accept`` is ``score > threshold``), or None."""
-        value = getattr(self.estimator, "threshold", None)
+        """The threshold ``accept`` is decided by (``score > threshold``), or None if the method has none."""
+        value = self.reject_threshold
+        if value is None:
+            value = getattr(self.estimator, "threshold", None)
         return None if value is None else float(value)
 
     def predict_frame(self, table, source="input") -> pd.DataFrame:
@@ -103,11 +109,16 @@ class FittedModel:
         result = self.estimator.predict_with_reject(Xt, candidates=candidates)
         frame = result.to_frame(self.classes).drop(columns=[ROW, "y_true"])
         frame["label"] = self.classes[result.labels]
+        if self.reject_threshold is not None:
+            frame["accept"] = frame["score"].to_numpy() > self.reject_threshold
         return frame
 
 
-def fit_model(ds, method, params=None, features="minmax", random_state=None) -> FittedModel:
+def fit_model(ds, method, params=None, features="minmax", random_state=None, threshold=None) -> FittedModel:
     """Fit the feature pipeline and ``method`` (with ``params``) on every row of ``ds``.
+
+    ``threshold``, when given, replaces the method's own reject decision by
+    ``score > threshold``.
 
     Examples
     --------
@@ -127,7 +138,10 @@ def fit_model(ds, method, params=None, features="minmax", random_state=None) -> 
     X = np.asarray(transformer.fit_transform(ds.X), dtype=np.float64)
     estimator = make_method(method, params, random_state=random_state).fit(X, ds.S)
     classes = np.asarray(ds.classes).astype(str)
-    return FittedModel(method, estimator, transformer, features, names, classes, ds.fingerprint())
+    if threshold is not None and not np.isfinite(threshold):
+        raise InvalidParameterError(f"threshold must be a finite number, got {threshold!r}")
+    return FittedModel(method, estimator, transformer, features, names, classes, ds.fingerprint(),
+                       None if threshold is None else float(threshold))
 
 
 def check_no_clash(input_columns, output_columns, source):

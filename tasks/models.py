@@ -61,9 +61,9 @@ class PllPyfuncModel(mlflow.pyfunc.PythonModel):
 
 
 @task(name="fit-model", cache_policy=NO_CACHE, task_run_name="fit-{method}")
-def fit(ds, method: str, params: dict | None, features: str, seed: int) -> FittedModel:
-    """Fit ``features`` and ``method`` on every row of ``ds``."""
-    return fit_model(ds, method, params, features, random_state=seed)
+def fit(ds, method: str, params: dict | None, features: str, seed: int, threshold: float | None = None) -> FittedModel:
+    """Fit ``features`` and ``method`` on every row of ``ds`` (see :func:`pll.scoring.fit_model`)."""
+    return fit_model(ds, method, params, features, random_state=seed, threshold=threshold)
 
 
 def input_example(ds, rows=EXAMPLE_ROWS) -> pd.DataFrame:
@@ -103,7 +103,7 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
     """Log ``fitted`` as a pyfunc LoggedModel, output of run ``run_id``; optionally register it.
 
     The run also gets the training data's ``summary`` (``dataset_summary.json``),
-    its fingerprint (tag ``data_fingerprint``) and the reject ``threshold`` (parameter).
+    its fingerprint (tag ``data_fingerprint``) and the effective ``reject_threshold`` (parameter).
 
     Returns ``model_uri`` (``models:/<model_id>``), ``model_id`` and, when
     registered, ``registered_uri`` (``models:/<name>/<version>``).
@@ -113,7 +113,7 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
     described = describe(fitted)
     client.set_tag(run_id, "data_fingerprint", fitted.fingerprint)
     log_json(client, run_id, summary, "dataset_summary.json")
-    client.log_param(run_id, "threshold", json.dumps(fitted.threshold))
+    client.log_param(run_id, "reject_threshold", json.dumps(fitted.threshold))
     model = client.create_logged_model(
         run.info.experiment_id,
         name=MODEL_NAME,

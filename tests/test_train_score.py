@@ -173,6 +173,21 @@ def test_a_model_trained_on_a_table_expects_its_header(tmp_path, suffix):
                                                                           random_state=0).predict_frame(query))
 
 
+def test_a_given_threshold_decides_accept_for_every_method():
+    ds = synthetic()
+    query = query_table(fit_model(ds, "pl_knn", {"n_neighbors": 5}))
+    for method in sorted(METHODS):
+        native = fit_model(ds, method, None, random_state=0).predict_frame(query)
+        cut = float(np.median(native["score"]))
+        strict = fit_model(ds, method, None, random_state=0, threshold=cut)
+        got = strict.predict_frame(query)
+        assert strict.threshold == cut
+        np.testing.assert_array_equal(got["accept"], native["score"] > cut)
+        pd.testing.assert_frame_equal(got.drop(columns="accept"), native.drop(columns="accept"))
+    with pytest.raises(InvalidParameterError, match="threshold"):
+        fit_model(ds, "pl_knn", None, threshold=float("nan"))
+
+
 def test_feature_named_like_an_output_column_is_refused():
     with pytest.raises(InvalidDataError, match="score"):
         fit_model(synthetic(names=("height", "score", "age")), "pl_knn", {"n_neighbors": 5})
@@ -255,6 +270,7 @@ def test_logged_model_records_signature_example_fingerprint_threshold_and_regist
     assert json.loads(logged.params["threshold"]) == 0.5
     run = client.get_run(run_id)
     assert run.data.tags["data_fingerprint"] == ds.fingerprint()
+    assert json.loads(run.data.params["reject_threshold"]) == 0.5
     assert [m.model_id for m in run.outputs.model_outputs] == [out["model_id"]]
     assert out["registered_uri"] == "models:/pll-test-model/1"
     version = client.get_model_version("pll-test-model", "1")
