@@ -79,6 +79,8 @@ def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_h
             if option != base:
                 assert f"{option}_score" in test and f"{option}_accept" in test
         check_per_class_columns(test, classes)
+        expected_prefixes = {"dst_pll": ("belief", "plausibility"), "pl_knn": ("share",)}.get(method, ())
+        assert all(f"{prefix}_{classes[0]}" in test for prefix in expected_prefixes)
     assert set(recomputed) == set(logged)
     for name, value in recomputed.items():
         assert logged[name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
