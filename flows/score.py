@@ -55,10 +55,10 @@ def score_folder(
     """
     tracking_uri = resolve_tracking_uri(tracking_uri)
     logger = get_run_logger()
-    Path(output_dir).mkdir(parents=True, exist_ok=True)
     ledger = read_ledger(output_dir)
     pending = pending_files(input_dir, output_dir, ledger)
-    skipped = sorted(n for n, e in ledger.items() if e.get("status") == "scored" and n not in {p.name for p in pending})
+    new = {p.name for p in pending}
+    skipped = sorted(name for name, entry in ledger.items() if entry.get("status") == "scored" and name not in new)
     if not pending:
         logger.info("no new files in %s", input_dir)
         return {"scored": {}, "skipped": skipped}
@@ -91,7 +91,7 @@ def score_folder(
 def _score_and_log(fitted, source, input_path, output_path, tracking_uri, experiment):
     """One scoring run: score the file, log counts and figure; a failure marks the run FAILED."""
     config = {"model_uri": source["model_uri"], "input": str(input_path), "output": str(output_path)}
-    tags = {"pll.kind": "scoring", "input_fingerprint": _fingerprint_or_none(input_path)}
+    tags = {"pll.kind": "scoring", "input_fingerprint": _input_fingerprint(input_path)}
     run_id = start_run(tracking_uri, experiment, f"score-{Path(input_path).name}", config, tags=tags)
     try:
         link_model(tracking_uri, run_id, source)
@@ -105,7 +105,7 @@ def _score_and_log(fitted, source, input_path, output_path, tracking_uri, experi
     return {**summary, "run_id": run_id}
 
 
-def _fingerprint_or_none(path):
+def _input_fingerprint(path):
     try:
         return file_fingerprint(path)
     except OSError:
