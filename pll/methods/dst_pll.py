@@ -102,6 +102,8 @@ class DstPll(NeighborMethod):
     array([[1.  , 0.25, 0.25, 0.25]])
     """
 
+    threshold = 0.0
+
     def __init__(self, n_neighbors=10, *, knn="exact", knn_params=None, random_state=None):
         self.n_neighbors = n_neighbors
         self.knn = knn
@@ -145,7 +147,7 @@ class DstPll(NeighborMethod):
         )
         return RejectPrediction(
             labels=labels,
-            accept=score > 0.0,
+            accept=score > self.threshold,
             score=score,
             guess=guess,
             beliefs=beliefs,
