@@ -1,0 +1,224 @@
+"""A neighbor index built once over the training rows and queried any number of times."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import InvalidDataError, InvalidParameterError, NeighborsError
+from .backends import APPROXIMATE, LOCAL_OPTIONS, check_options, local_index
+from .exact import ExactIndex
+from .recall import measure_recall
+from .result import NeighborResult
+
+BACKENDS = ("auto", "exact", "nndescent", "dask")
+# Options every backend takes: the recall sample and the seed.
+COMMON_OPTIONS = ("recall_sample", "random_state")
+# auto: brute force up to this many training rows, nndescent beyond (benchmarks/knn.py).
+AUTO_EXACT_MAX_ROWS = 50_000
+
+
+def check_features(X, what):
+    """``X`` as a finite 2-d float array, or an :class:`InvalidDataError` naming the first bad row."""
+    try:
+        X = np.asarray(X)
+        if not np.issubdtype(X.dtype, np.floating):
+            X = X.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDataError(f"{what}: features are not numeric ({exc})") from None
+    if X.ndim != 2:
+        raise InvalidDataError(f"{what}: features must be a 2-d array, got shape {X.shape}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise InvalidDataError(f"{what}: no rows or no features (shape {X.shape})")
+    bad = ~np.isfinite(X).all(axis=1)
+    if bad.any():
+        raise InvalidDataError(
+            f"{what}: {int(bad.sum())} row(s) hold NaN or infinite values (first at row {int(np.argmax(bad))})"
+        )
+    return np.ascontiguousarray(X)
+
+
+def check_queries(X_query, n_features):
+    """Query rows as :func:`check_features` does, with the training rows' number of features."""
+    Q = check_features(X_query, "query rows")
+    if Q.shape[1] != n_features:
+        raise InvalidDataError(f"query rows have {Q.shape[1]} features but training rows have {n_features}")
+    return Q
+
+
+def choose_backend(n_train):
+    """The backend ``auto`` picks for ``n_train`` training rows."""
+    return "exact" if n_train <= AUTO_EXACT_MAX_ROWS else "nndescent"
+
+
+class NeighborIndex:
+    """Search structure over ``X_train``, built once, serving every query of a split.
+
+    Parameters
+    ----------
+    X_train : array of shape (n_train, d)
+    k : int, default=10
+        The most neighbors a query may ask for.
+    backend : {"auto", "exact", "nndescent", "dask"}, default="exact"
+        ``auto`` picks ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS` training
+        rows and ``nndescent`` beyond; :attr:`backend` says which.
+    recall_sample : int, default=1000
+        Queries checked against exact search to measure an approximate
+        backend's recall (0: do not measure).
+    random_state : int, default=0
+        Seeds the recall sample and the approximate index.
+    **options
+        Backend options: see :class:`pll.neighbors.nndescent.NNDescentIndex`
+        and :class:`pll.neighbors.sharded.ShardedIndex`.
+
+    Attributes
+    ----------
+    backend : str
+        The backend in use (``auto`` resolved).
+    approximate : bool
+    build_seconds : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0], [1.0], [1.0], [3.0]])
+    >>> with NeighborIndex(X, k=2) as index:
+    ...     nb = index.kneighbors()
+    >>> nb.indices.tolist()
+    [[1, 2], [2, 0], [1, 0], [1, 2]]
+    """
+
+    def __init__(self, X_train, k=10, backend="exact", *, recall_sample=1000, random_state=0, **options):
+        X_train = check_features(X_train, "training rows")
+        if backend not in BACKENDS:
+            raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        _check_k(k)
+        if k > X_train.shape[0]:
+            raise NeighborsError(f"k={k} exceeds the {X_train.shape[0]} training rows")
+        if not isinstance(recall_sample, (int, np.integer)) or recall_sample < 0:
+            raise InvalidParameterError(f"recall_sample must be a non-negative integer, got {recall_sample!r}")
+        if backend == "auto":
+            check_options(backend, options, LOCAL_OPTIONS["nndescent"])
+            backend = choose_backend(X_train.shape[0])
+            if backend == "exact":
+                options = {}
+        self.X_train, self.k, self.backend = X_train, int(k), backend
+        self.recall_sample, self.random_state = int(recall_sample), random_state
+        self._exact = None
+        t0 = time.perf_counter()
+        if backend == "dask":
+            from .sharded import ShardedIndex
+
+            self._index = ShardedIndex(X_train, self.k, random_state=random_state, **options)
+            self.approximate = self._index.approximate
+        else:
+            if backend == "nndescent":
+                options = {"random_state": random_state, **options}
+            self._index = local_index(X_train, self.k, backend, options)
+            self.approximate = backend in APPROXIMATE
+        self.build_seconds = time.perf_counter() - t0
+
+    def kneighbors(self, X_query=None, k=None) -> NeighborResult:
+        """The ``k`` nearest training rows of each query row.
+
+        Parameters
+        ----------
+        X_query : array of shape (n_queries, d) or None
+            None: the training rows' own neighbors, each row excluded by its
+            index (an exact duplicate of a row stays, at distance 0).
+        k : int, optional
+            At most the ``k`` the index was built for (the default).
+
+        Returns
+        -------
+        NeighborResult
+            Timings ``build``, ``query`` and, for approximate backends,
+            ``recall`` (seconds spent measuring it).
+        """
+        k = self.k if k is None else k
+        _check_k(k)
+        if k > self.k:
+            raise NeighborsError(f"k={k} exceeds the k={self.k} this neighbor index was built for")
+        exclude_self = X_query is None
+        if exclude_self:
+            Q, exclude = self.X_train, np.arange(self.X_train.shape[0])
+        else:
+            Q, exclude = check_queries(X_query, self.X_train.shape[1]), None
+        available = self.X_train.shape[0] - exclude_self
+        if k > available:
+            raise NeighborsError(f"k={k} exceeds the {available} training rows available as neighbors")
+        timings = {"build": self.build_seconds}
+        t0 = time.perf_counter()
+        indices, distances = self._index.search(Q, k, exclude)
+        timings["query"] = time.perf_counter() - t0
+        recall = None
+        if self.approximate and self.recall_sample:
+            t0 = time.perf_counter()
+            self._exact = self._exact or ExactIndex(self.X_train)
+            recall = measure_recall(
+                self.X_train,
+                Q,
+                distances,
+                self_excluded=exclude_self,
+                sample=self.recall_sample,
+                random_state=self.random_state,
+                exact=self._exact,
+            )
+            timings["recall"] = time.perf_counter() - t0
+        return NeighborResult(indices, distances, recall, self.backend, exclude_self, timings)
+
+    def close(self):
+        """Release what the index holds elsewhere (Dask shards)."""
+        close = getattr(self._index, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _check_k(k):
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InvalidParameterError(f"k must be a positive integer, got {k!r}")
+
+
+def kneighbors(X_train, X_query=None, k=10, backend="exact", **options) -> NeighborResult:
+    """Find the ``k`` nearest training rows of each query row.
+
+    Parameters
+    ----------
+    X_train : array of shape (n_train, d)
+    X_query : array of shape (n_query, d) or None
+        None means the training rows' own neighbors, each row excluded by its
+        index (an exact duplicate of a row is a genuine neighbor at distance 0).
+    k : int
+    backend : {"auto", "exact", "nndescent", "dask"}
+    **options
+        See :class:`NeighborIndex`.
+
+    Returns
+    -------
+    NeighborResult
+        Indices sorted by float64 distance, ties by lower training index;
+        ``recall`` measured for approximate backends, None for exact ones.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> nb = kneighbors(np.array([[0.0], [2.0], [3.0]]), np.array([[1.0]]), k=2)
+    >>> nb.indices.tolist(), nb.distances.tolist()
+    ([[0, 1]], [[1.0, 1.0]])
+    """
+    X_train = check_features(X_train, "training rows")
+    if X_query is not None:
+        X_query = check_queries(X_query, X_train.shape[1])
+    _check_k(k)
+    available = X_train.shape[0] - (X_query is None)
+    if k > available:
+        raise NeighborsError(f"k={k} exceeds the {available} training rows available as neighbors")
+    with NeighborIndex(X_train, k, backend, **options) as index:
+        return index.kneighbors(X_query, k)

@@ -1,0 +1,265 @@
+"""Distributed k-nearest-neighbor search: the training set sharded over Dask workers.
+
+Each shard's index is the result of a Dask task whose inputs (the shard's rows)
+travel inside the task itself, so the scheduler can rerun it elsewhere: when a
+worker dies, its shards are rebuilt and the lost query blocks recomputed.  The
+client holds the shard futures, so an index is built once per shard and stays
+on its worker, warm (numba compiled), for every later query.  Query blocks go
+to every shard; the per-shard top-k lists, already in float64, are merged by
+(distance, index), which for exact shards gives exactly the exact result.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import uuid
+from contextlib import contextmanager
+
+import dask
+import numpy as np
+
+from ..errors import InvalidParameterError
+from .backends import APPROXIMATE, LOCAL_OPTIONS, check_options, local_index
+from .exact import top_k
+
+OPTIONS = ("n_shards", "shard_backend", "address", "client", "n_workers", "threads_per_worker", "block_rows")
+# LocalClusters started for callers that named no scheduler, kept warm for the life of the process.
+_LOCAL_CLIENTS = {}
+_LOCAL_LOCK = threading.Lock()
+
+
+def local_client(n_workers=2, threads_per_worker=1):
+    """A client of this process's LocalCluster with ``n_workers`` worker processes (started once)."""
+    from distributed import Client, LocalCluster
+
+    key = (n_workers, threads_per_worker)
+    with _LOCAL_LOCK:
+        client = _LOCAL_CLIENTS.get(key)
+        if client is None or client.status != "running":
+            cluster = LocalCluster(
+                n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True, dashboard_address=None
+            )
+            client = _LOCAL_CLIENTS[key] = Client(cluster, set_as_default=False)
+    return client
+
+
+def _in_dask_task():
+    from distributed.worker import thread_state
+
+    return getattr(thread_state, "key", None) is not None and getattr(thread_state, "proceed", True)
+
+
+def connect(address, n_workers, threads_per_worker):
+    """``(client, owned)``: inside a Dask task the worker's own client when ``address`` is None or
+    its scheduler; else a new client of ``address``; else this process's warm LocalCluster."""
+    from distributed import Client, get_client, get_worker
+
+    if _in_dask_task() and address in (None, get_worker().scheduler.address):
+        return get_client(), False
+    if address is not None:
+        return Client(address, set_as_default=False), True
+    return local_client(n_workers, threads_per_worker), False
+
+
+@contextmanager
+def _waiting():
+    """Inside a Dask task, leave the worker's thread pool while waiting on other tasks, so that
+    tasks which start searches can never hold every worker thread and deadlock the cluster."""
+    if not _in_dask_task():
+        yield
+        return
+    from distributed import rejoin, secede
+
+    secede()
+    try:
+        yield
+    finally:
+        rejoin()
+
+
+@atexit.register
+def _close_local_clients():
+    for client in _LOCAL_CLIENTS.values():
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+    _LOCAL_CLIENTS.clear()
+
+
+class Shard:
+    """One shard's index: training rows ``offset`` to ``offset + n_rows`` of the whole set."""
+
+    def __init__(self, index, offset, n_rows):
+        self.index, self.offset, self.n_rows = index, offset, n_rows
+
+    def search(self, Q, k, exclude):
+        """The shard's top-``k`` of each query in global training indices (-1 / inf padded)."""
+        local = np.asarray(exclude, dtype=np.int64) - self.offset
+        local[(local < 0) | (local >= self.n_rows)] = -1
+        indices, distances = self.index.search(Q, k, local)
+        indices[indices >= 0] += self.offset
+        return indices, distances
+
+
+def build_shard(X_shard, offset, k, backend, options):
+    """Dask task: the index of one shard, using the worker's threads."""
+    from distributed import get_worker
+
+    if backend == "nndescent":
+        options = {"n_jobs": get_worker().state.nthreads, **options}
+    index = local_index(X_shard, k, backend, options)
+    if backend == "nndescent":
+        index.prepare()
+    return Shard(index, offset, X_shard.shape[0])
+
+
+def search_shard(shard, Q, k, exclude):
+    """Dask task: one query block against one shard."""
+    return shard.search(Q, k, exclude)
+
+
+class ShardedIndex:
+    """The training set split into shards, each indexed on a Dask worker.
+
+    Parameters
+    ----------
+    X_train : array of shape (n_train, d)
+    k : int
+        The most neighbors any search will ask for.
+    n_shards : int, optional
+        Default: one per worker.
+    shard_backend : {"exact", "nndescent"}, default="exact"
+    address : str, optional
+        Scheduler of an existing Dask cluster.  Without ``address`` or
+        ``client``, a LocalCluster of ``n_workers`` processes is started once
+        per process and kept warm (inside a Dask task: the task's own cluster).
+    client : distributed.Client, optional
+        An existing client (not closed by :meth:`close`).
+    n_workers, threads_per_worker : int, default=2, 1
+        Size of the LocalCluster.
+    block_rows : int, default=4096
+        Query rows per task.
+    random_state : int, default=0
+        Seeds each shard's index (from the seed and the shard's first row).
+    **shard_options
+        Options of ``shard_backend``.
+    """
+
+    def __init__(
+        self,
+        X_train,
+        k,
+        *,
+        n_shards=None,
+        shard_backend="exact",
+        address=None,
+        client=None,
+        n_workers=2,
+        threads_per_worker=1,
+        block_rows=4096,
+        random_state=0,
+        **shard_options,
+    ):
+        if shard_backend not in LOCAL_OPTIONS:
+            raise InvalidParameterError(
+                f"shard_backend must be one of {', '.join(LOCAL_OPTIONS)}, got {shard_backend!r}"
+            )
+        check_options(f"dask with {shard_backend} shards", shard_options, LOCAL_OPTIONS[shard_backend])
+        if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
+            raise InvalidParameterError(f"block_rows must be a positive integer, got {block_rows!r}")
+        self.approximate = shard_backend in APPROXIMATE
+        self.block_rows = int(block_rows)
+        self._own_client = None
+        if client is None:
+            client, owned = connect(address, n_workers, threads_per_worker)
+            self._own_client = client if owned else None
+        self.client = client
+        n_train = X_train.shape[0]
+        n_shards = n_shards or max(1, len(self.client.scheduler_info()["workers"]))
+        if not isinstance(n_shards, (int, np.integer)) or not 1 <= n_shards <= n_train:
+            raise InvalidParameterError(f"n_shards must be an integer from 1 to {n_train}, got {n_shards!r}")
+        bounds = np.linspace(0, n_train, n_shards + 1).astype(int)
+        self._token = uuid.uuid4().hex
+        # The rows travel inside the build tasks on purpose: that is what lets Dask rerun them.
+        with dask.config.set({"distributed.admin.large-graph-warning-threshold": "4GB"}):
+            self.shards = [
+                self.client.submit(
+                    build_shard,
+                    np.ascontiguousarray(X_train[a:b]),
+                    int(a),
+                    k,
+                    shard_backend,
+                    self._seeded(shard_backend, shard_options, random_state, a),
+                    key=f"pll-knn-shard-{self._token}-{i}",
+                )
+                for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
+            ]
+        with _waiting():
+            for future in self.shards:
+                future.result()  # a failed build raises here, not at the first query
+
+    @staticmethod
+    def _seeded(backend, options, random_state, offset):
+        if backend != "nndescent":
+            return options
+        seed = int(np.random.SeedSequence([random_state, int(offset)]).generate_state(1)[0])
+        return {"random_state": seed, **options}
+
+    def iter_search(self, Q, k, exclude=None):
+        """Yield ``(rows, indices, distances)`` for each block of query rows as it completes.
+
+        At most ``2 * n_shards`` blocks are in flight, so client and scheduler
+        memory stay bounded for any number of queries.
+        """
+        from distributed import as_completed
+
+        n_query = Q.shape[0]
+        exclude = np.full(n_query, -1, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
+        blocks = iter(enumerate(range(0, n_query, self.block_rows)))
+        parts, meta = {}, {}
+        running = as_completed(loop=self.client.loop)
+
+        def submit_next():
+            b, start = next(blocks, (None, None))
+            if b is None:
+                return
+            rows = slice(start, min(start + self.block_rows, n_query))
+            parts[b] = (rows, [None] * len(self.shards))
+            for s, shard in enumerate(self.shards):
+                future = self.client.submit(
+                    search_shard, shard, Q[rows], k, exclude[rows], key=f"pll-knn-query-{self._token}-{uuid.uuid4().hex}"
+                )
+                meta[future.key] = (b, s)
+                running.add(future)
+
+        for _ in range(2 * len(self.shards)):
+            submit_next()
+        with _waiting():
+            for future in running:
+                b, s = meta.pop(future.key)
+                rows, found = parts[b]
+                found[s] = future.result()
+                future.release()
+                if all(f is not None for f in found):
+                    del parts[b]
+                    indices, distances = top_k(np.hstack([f[0] for f in found]), np.hstack([f[1] for f in found]), k)
+                    submit_next()
+                    yield rows, indices, distances
+
+    def search(self, Q, k, exclude=None):
+        """Merged top-``k`` over all shards; see :meth:`pll.neighbors.exact.ExactIndex.search`."""
+        indices = np.empty((Q.shape[0], k), dtype=np.int64)
+        distances = np.empty((Q.shape[0], k))
+        for rows, idx, dist in self.iter_search(Q, k, exclude):
+            indices[rows], distances[rows] = idx, dist
+        return indices, distances
+
+    def close(self):
+        """Release the shards (and the client, if this index opened it)."""
+        if self.shards:
+            self.client.cancel(self.shards)
+            self.shards = []
+        if self._own_client is not None:
+            self._own_client.close()
+            self._own_client = None
