@@ -1,0 +1,82 @@
+"""Sharded neighbor search on a real Dask LocalCluster: equal to exact search, even when a worker dies."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from pll.neighbors import kneighbors
+from pll.neighbors.exact import exact_kneighbors
+from pll.neighbors.sharded import ShardedIndex
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            yield cluster, client
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, _ = make_blobs(n_samples=2400, n_features=6, centers=8, random_state=1)
+    X = np.round(X, 1).astype(np.float32)  # coarse values: ties and duplicates across shards
+    return X[:2000], X[2000:]
+
+
+def test_exact_shards_equal_exact_search(cluster, data):
+    _, client = cluster
+    X, Q = data
+    for query in (None, Q):
+        sharded = kneighbors(X, query, 9, "dask", client=client, n_shards=3, block_rows=150)
+        exact = kneighbors(X, query, 9)
+        np.testing.assert_array_equal(sharded.indices, exact.indices)
+        np.testing.assert_array_equal(sharded.distances, exact.distances)
+        assert sharded.backend == "dask" and sharded.recall is None and sharded.self_excluded == (query is None)
+
+
+def test_address_option_connects_to_an_existing_scheduler(cluster, data):
+    local, _ = cluster
+    X, Q = data
+    nb = kneighbors(X, Q[:50], 4, "dask", address=local.scheduler_address, n_shards=2)
+    np.testing.assert_array_equal(nb.indices, kneighbors(X, Q[:50], 4).indices)
+
+
+def test_killing_a_worker_mid_query_still_gives_the_exact_result(cluster, data):
+    _, client = cluster
+    X, _ = data
+    index = ShardedIndex(X, 7, client=client, n_shards=4, block_rows=40)
+    try:
+        blocks = index.iter_search(X, 7, np.arange(len(X)))
+        first = next(blocks)  # the query is under way: one block merged, 49 to go
+        holder = next(iter(client.who_has(index.shards[0])[index.shards[0].key]))
+        pids = client.run(os.getpid)
+        os.kill(pids[holder], signal.SIGKILL)
+        parts = [first, *blocks]
+    finally:
+        index.close()
+    indices = np.empty((len(X), 7), dtype=np.int64)
+    distances = np.empty((len(X), 7))
+    for rows, idx, dist in parts:
+        indices[rows], distances[rows] = idx, dist
+    assert sum(p[1].shape[0] for p in parts) == len(X)
+    assert pids[holder] not in client.run(os.getpid).values()  # the worker really died (its nanny restarted it)
+    expected = exact_kneighbors(X, X, 7, exclude=np.arange(len(X)))
+    np.testing.assert_array_equal(indices, expected[0])
+    np.testing.assert_array_equal(distances, expected[1])
+
+
+def test_nndescent_shards_report_their_measured_recall(cluster, data):
+    _, client = cluster
+    X, Q = data
+    nb = kneighbors(X, Q, 5, "dask", client=client, shard_backend="nndescent", n_neighbors=15, recall_sample=200)
+    exact = kneighbors(X, Q, 5)
+    hits = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(nb.indices, exact.indices)])
+    assert nb.recall is not None and nb.recall >= 0.95 and hits >= 0.95
+    assert (np.diff(nb.distances, axis=1) >= 0).all()
