@@ -35,6 +35,9 @@ def _json_arg(text):
     return value
 
 
+_DASK_HELP = "run the tasks on Dask: 'local' (a LocalCluster) or a scheduler address, e.g. tcp://127.0.0.1:8786"
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="pll", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,7 +61,16 @@ def build_parser():
     run.add_argument("--tracking-uri", default=None,
                      help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     run.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
+    run.add_argument("--dask-address", default=None, help=_DASK_HELP)
+    bench = sub.add_parser("benchmark", help="run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
+    bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
+    bench.add_argument("--dask-address", default=None, help=_DASK_HELP)
+    bench.add_argument("--max-concurrency", type=int, default=None, help="cells at once (default: the grid's)")
+    bench.add_argument("--tracking-uri", default=None,
+                       help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    bench.add_argument("--experiment", default=None, help="MLflow experiment name (default: the grid's)")
     sub.add_parser("serve", help="serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
+    sub.add_parser("datasets", help="list the built-in data sets, file formats, noise models and feature pipelines")
     train = sub.add_parser("train", help="fit a method on all rows of a data set; log it as an MLflow model")
     train.add_argument("--dataset", default="digits", help="built-in name or path (default: digits)")
     train.add_argument("--method", default="pl_knn", help="method to fit (default: pl_knn)")
@@ -81,7 +93,6 @@ def build_parser():
     score.add_argument("--tracking-uri", default=None,
                        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     score.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
-    sub.add_parser("datasets", help="list the built-in data sets, file formats, noise models and feature pipelines")
     return parser
 
 
@@ -97,24 +108,27 @@ def cmd_run(args):
     from pll.tables import markdown_table
     from tasks.tracking import ui_command
 
+    from .cluster import dask_cluster, on_dask
     from .pipeline import pipeline
 
     methods = args.methods.split(",") if args.methods else list(METHODS)
-    result = pipeline(
-        dataset=args.dataset,
-        protocol=args.protocol,
-        noisy_bags=args.noisy_bags,
-        noise=args.noise,
-        noise_params=args.noise_params,
-        seed=args.seed,
-        methods=methods,
-        method_params=args.method_params,
-        features=args.features,
-        knn_backend=args.knn_backend,
-        knn_options=args.knn_options,
-        tracking_uri=args.tracking_uri,
-        experiment=args.experiment,
-    )
+    with dask_cluster(args.dask_address) as address:
+        result = on_dask(pipeline, address)(
+            dask_address=address,
+            dataset=args.dataset,
+            protocol=args.protocol,
+            noisy_bags=args.noisy_bags,
+            noise=args.noise,
+            noise_params=args.noise_params,
+            seed=args.seed,
+            methods=methods,
+            method_params=args.method_params,
+            features=args.features,
+            knn_backend=args.knn_backend,
+            knn_options=args.knn_options,
+            tracking_uri=args.tracking_uri,
+            experiment=args.experiment,
+        )
     table = result["metrics"]
     columns = ["method", "reject", "accuracy", "rejection_rate", "covered_accuracy", "risk_0.00", "risk_0.10", "risk_0.20"]
     print()
@@ -123,6 +137,39 @@ def cmd_run(args):
     print(f"Tracking store:    {result['tracking_uri']}")
     print(f"Open the UI with:  {ui_command(result['tracking_uri'])}")
     return 0
+
+
+def cmd_benchmark(args):
+    from pll.tables import markdown_table
+    from tasks.tracking import ui_command
+
+    from pll.grid import load_grid
+
+    from .benchmark import benchmark
+
+    load_grid(args.grid)  # a bad grid file: one line on stderr before any flow starts
+    state = benchmark(
+        grid=args.grid,
+        dask_address=args.dask_address,
+        max_concurrency=args.max_concurrency,
+        tracking_uri=args.tracking_uri,
+        experiment=args.experiment,
+        return_state=True,
+    )
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, BaseException):
+        raise result
+    summary = result["summary"]
+    shown = summary[summary["metric"].isin(["accuracy", "risk_0.10"])]
+    print()
+    if not shown.empty:
+        print(markdown_table(shown[["dataset", "noise", "metric", "method", "mean", "std", "n", "marked"]]))
+    for failure in result["failures"]:
+        print(f"FAILED cell {failure['cell']} ({failure['label']}): {failure['error']}")
+    print(f"Cells: {result['finished']} of {result['cells']} finished, {len(result['failures'])} failed")
+    print(f"MLflow experiment: {result['experiment']}   parent run: {result['parent_run_id']}")
+    print(f"Open the UI with:  {ui_command(result['tracking_uri'])}")
+    return 1 if state.is_failed() else 0
 
 
 def cmd_datasets(args):
@@ -187,8 +234,8 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     _quiet_input_errors()
     try:
-        return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
-                "score": cmd_score}[args.command](args)
+        return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train, "score": cmd_score,
+                "benchmark": cmd_benchmark}[args.command](args)
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2

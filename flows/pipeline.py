@@ -34,16 +34,23 @@ def pipeline(
     knn_options: dict | None = None,
     tracking_uri: str | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
+    dask_address: str | None = None,
+    run_tags: dict | None = None,
 ) -> dict:
     """Run every stage on one data set and seed; log it all as one MLflow run.
 
     Returns a dict with the MLflow ``run_id``, ``experiment``, ``tracking_uri``
     and the ``metrics`` table (one row per method and reject option).
+    ``dask_address``: the scheduler of the Dask cluster the kNN backend
+    ``dask`` uses (the caller picks the task runner, see
+    :func:`flows.cluster.on_dask`); ``run_tags``: extra MLflow tags.
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
     ``noisy_bags`` accepts empty bags and true labels outside their bags.
     """
     tracking_uri = resolve_tracking_uri(tracking_uri)
     method_params = {m: dict((method_params or {}).get(m, {})) for m in methods}
+    if knn_backend == "dask" and dask_address:
+        knn_options = {"address": dask_address, **(knn_options or {})}
     config = {
         "dataset": dataset,
         "protocol": protocol,
@@ -57,18 +64,23 @@ def pipeline(
         "val_fraction": val_fraction,
         "knn_backend": knn_backend,
         "knn_options": knn_options or {},
+        "dask_address": dask_address,
     }
     groups = group_by_features(methods, features, method_features)
-    run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config)
+    run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config, run_tags)
     try:
         ds = add_noise(ingest(dataset, protocol, noisy_bags), noise, noise_params, seed)
         rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
-        outputs = []
+        outputs, upstream = [], []
         for group_features, group in groups.items():
-            split = split_and_featurize(ds, rows, group_features)
+            split = split_and_featurize.submit(ds, rows, group_features)
             k = neighbors_needed({m: method_params[m] for m in group})
-            neighbors = find_neighbors(split, rows, k, knn_backend, knn_options)
-            outputs += [run_method(m, method_params[m], split, rows, neighbors, seed) for m in group]
+            neighbors = find_neighbors.submit(split, rows, k, knn_backend, knn_options)
+            outputs += [run_method.submit(m, method_params[m], split, rows, neighbors, seed) for m in group]
+            upstream += [split, neighbors]
+        for future in upstream:  # a failed stage raises its own error, not the methods' "upstream not ready"
+            future.result()
+        outputs = [future.result() for future in outputs]
         evaluation = evaluate(outputs, ds, rows)
         table = metrics_table(evaluation.metrics)
         predictions = prediction_frames(outputs, ds, rows)

@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 from prefect import serve
 from prefect.flows import load_flow_from_entrypoint
+from prefect.schedules import Cron
 
 from pll.errors import InvalidParameterError
 
@@ -28,13 +29,14 @@ def to_runner_deployments(specs, project_dir=PROJECT_DIR):
     deployments = []
     for spec in specs:
         flow = load_flow_from_entrypoint(str(project_dir / spec["entrypoint"]))
-        crons = [s["cron"] for s in spec.get("schedules") or [] if "cron" in s]
+        crons = [Cron(s["cron"], timezone=s.get("timezone")) for s in spec.get("schedules") or [] if "cron" in s]
         deployments.append(
             flow.to_deployment(
                 name=spec["name"],
                 description=spec.get("description"),
                 parameters=spec.get("parameters") or {},
-                cron=crons or None,
+                schedules=crons or None,
+                concurrency_limit=spec.get("concurrency_limit"),
             )
         )
     return deployments

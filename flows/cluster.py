@@ -1,0 +1,34 @@
+"""Where a flow's tasks run: Prefect's thread pool, or a Dask cluster through prefect-dask.
+
+``dask_address`` is None (no Dask), ``"local"`` (a LocalCluster on this
+machine for as long as the flow runs) or a scheduler address such as
+``tcp://127.0.0.1:8786`` (a cluster started elsewhere, e.g. by hand with
+``dask scheduler`` and ``dask worker``).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+LOCAL = "local"
+
+
+@contextmanager
+def dask_cluster(dask_address: str | None):
+    """Yield the scheduler address to use: None, a fresh LocalCluster's for ``"local"``, else ``dask_address``."""
+    if dask_address != LOCAL:
+        yield dask_address
+        return
+    from distributed import LocalCluster
+
+    with LocalCluster(dashboard_address=":0") as cluster:  # ":0": any free port, no clash with other clusters
+        yield cluster.scheduler_address
+
+
+def on_dask(flow, scheduler_address: str | None):
+    """``flow`` with its tasks submitted to the Dask scheduler at ``scheduler_address`` (None: unchanged)."""
+    if scheduler_address is None:
+        return flow
+    from prefect_dask import DaskTaskRunner
+
+    return flow.with_options(task_runner=DaskTaskRunner(address=scheduler_address))

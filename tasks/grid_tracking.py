@@ -1,0 +1,98 @@
+"""MLflow bookkeeping of a benchmark grid: one parent run, a child run per cell.
+
+The parent carries the tag ``pll.grid_key`` (the grid's hash) and each child
+``mlflow.parentRunId`` and ``pll.cell_key``.  Those tags are how a grid that
+was interrupted finds its parent again and learns which cells already
+finished, so that starting it again runs only the missing cells.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+from mlflow.entities import Metric, ViewType
+from mlflow.tracking import MlflowClient
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.tracking import log_frame, log_json
+
+GRID_KEY_TAG = "pll.grid_key"
+CELL_KEY_TAG = "pll.cell_key"
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def _search(client, experiment, filter_string):
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    runs, token = [], None
+    while True:
+        page = client.search_runs(
+            [exp.experiment_id], filter_string, ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
+        )
+        runs += list(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+@task(name="find-unfinished-grid", cache_policy=NO_CACHE)
+def find_unfinished_grid(tracking_uri: str, experiment: str, grid_key: str) -> str | None:
+    """The parent run of the latest unfinished attempt at this grid, reopened; else None.
+
+    The grid key hashes the grid's cells, not the code: a grid restarted after
+    a code change goes on in the same parent, each child run recording its
+    own ``git_commit``.
+    """
+    client = MlflowClient(tracking_uri)
+    runs = _search(client, experiment, f"tags.`{GRID_KEY_TAG}` = '{grid_key}'")
+    parents = (r for r in runs if PARENT_TAG not in r.data.tags)  # children carry the grid key too
+    unfinished = sorted((r for r in parents if r.info.status != "FINISHED"), key=lambda r: r.info.start_time)
+    if not unfinished:
+        return None
+    run_id = unfinished[-1].info.run_id
+    client.update_run(run_id, status="RUNNING")
+    return run_id
+
+
+@task(name="finished-cells", cache_policy=NO_CACHE)
+def finished_cells(tracking_uri: str, experiment: str, parent_run_id: str) -> dict[str, str]:
+    """Cell key -> run id of the parent's finished children; stale RUNNING children are marked KILLED."""
+    client = MlflowClient(tracking_uri)
+    done = {}
+    for run in _search(client, experiment, f"tags.`{PARENT_TAG}` = '{parent_run_id}'"):
+        key = run.data.tags.get(CELL_KEY_TAG)
+        if run.info.status == "FINISHED" and key:
+            done[key] = run.info.run_id
+        elif run.info.status == "RUNNING":
+            client.set_terminated(run.info.run_id, "KILLED")
+    return done
+
+
+@task(name="cell-metrics", cache_policy=NO_CACHE)
+def cell_metrics(tracking_uri: str, run_id: str) -> pd.DataFrame:
+    """The metrics table a finished cell logged (``metrics.csv``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = MlflowClient(tracking_uri).download_artifacts(run_id, "metrics.csv", tmp)
+        return pd.read_csv(path)
+
+
+@task(name="log-grid-results", cache_policy=NO_CACHE)
+def log_grid_results(tracking_uri: str, run_id: str, counts: dict, tables: dict, failures: list, figures: dict):
+    """Attach the grid's tables (CSV and Markdown), failures and figures to the parent run."""
+    client = MlflowClient(tracking_uri)
+    now = int(time.time() * 1000)  # a restarted grid logs its counts again: the latest must win
+    client.log_batch(run_id, metrics=[Metric(f"cells_{k}", float(v), now, 0) for k, v in counts.items()])
+    for name, frame in tables.items():
+        log_frame(client, run_id, frame, f"{name}.csv")
+        log_frame(client, run_id, frame, f"{name}.md")
+    log_json(client, run_id, failures, "failures.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, figure in figures.items():
+            path = Path(tmp) / f"{name}.png"
+            figure.savefig(path, dpi=120, bbox_inches="tight")
+            client.log_artifact(run_id, str(path), "figures")

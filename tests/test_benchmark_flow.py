@@ -1,0 +1,171 @@
+"""End to end: benchmark grids against a real Prefect server, MLflow store and Dask LocalCluster."""
+
+import json
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.io
+from distributed import Client, LocalCluster, get_task_stream
+from mlflow.tracking import MlflowClient
+from prefect import tags
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterTags
+
+import pll
+from flows.benchmark import GridProgress, benchmark
+from flows.cli import main
+from pll.grid import parse_grid
+from tasks.grid_tracking import CELL_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Run in ``tmp_path``, so that the stage cache (``.pll-cache``) starts empty."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def task_states(tag):
+    """(task name, state name) -> count, over the task runs carrying ``tag``."""
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(task_run_filter=TaskRunFilter(tags=TaskRunFilterTags(all_=[tag])), limit=200)
+    return Counter((run.task_key.rsplit("-", 1)[0].split(".")[-1], run.state.name) for run in runs)
+
+
+def grid_runs(uri, experiment):
+    """The grid's parent runs and their children, oldest first."""
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
+    parents = [r for r in runs if GRID_KEY_TAG in r.data.tags and PARENT_TAG not in r.data.tags]
+    children = [r for r in runs if PARENT_TAG in r.data.tags]
+    return parents, children
+
+
+def test_progress_line_counts_cells_by_state():
+    progress = GridProgress(total=8, done=3, concurrency=2)
+    assert progress.line() == "3/8 done, 2 running, 0 failed"
+    progress.done, progress.failed = 6, 1
+    assert progress.line() == "6/8 done, 1 running, 1 failed"
+
+
+def test_grid_on_a_local_cluster_logs_parent_and_children_and_a_rerun_hits_the_cache(
+    prefect_harness, in_tmp, tracking_uri
+):
+    spec = {"name": "two-by-two", "datasets": ["iris", "wine"], "seeds": [0, 1],
+            "methods": {"pl_knn": {"n_neighbors": 5}}, "knn_backend": "dask", "knn_options": {"n_shards": 2}}
+    grid = parse_grid(spec)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        workers = set(client.scheduler_info()["workers"])
+        with tags("grid-first"), get_task_stream(client) as stream:
+            first = benchmark(grid=spec, dask_address=cluster.scheduler_address, tracking_uri=tracking_uri,
+                              experiment="grid-e2e")
+        with tags("grid-second"):
+            second = benchmark(grid=spec, dask_address=cluster.scheduler_address, tracking_uri=tracking_uri,
+                               experiment="grid-e2e")
+
+    assert (first["cells"], first["finished"], first["failures"]) == (4, 4, [])
+    # The pipeline's stages ran as Dask tasks on the cluster's workers, and so did the sharded kNN search.
+    ran = Counter(t["key"].rsplit("-", 1)[0] for t in stream.data)
+    assert ran["find_neighbors"] == 4 and ran["run_method"] == 4
+    assert any(key.startswith("pll-knn-shard") for key in ran)
+    assert {t["worker"] for t in stream.data} <= workers
+
+    # MLflow: a parent per grid run, a finished child per cell, tagged with the parent and the cell key.
+    parents, children = grid_runs(tracking_uri, "grid-e2e")
+    assert [p.info.run_id for p in parents] == [first["parent_run_id"], second["parent_run_id"]]
+    assert all(p.info.status == "FINISHED" and p.data.tags[GRID_KEY_TAG] == grid.key for p in parents)
+    first_children = [c for c in children if c.data.tags[PARENT_TAG] == first["parent_run_id"]]
+    assert sorted(c.data.tags[CELL_KEY_TAG] for c in first_children) == sorted(c.key for c in grid.cells)
+    assert all(c.info.status == "FINISHED" for c in first_children)
+    by_key = {c.data.tags[CELL_KEY_TAG]: c for c in first_children}
+    for cell in grid.cells:
+        params = by_key[cell.key].data.params
+        assert (params["dataset"], params["seed"], params["knn_backend"]) == (cell.dataset, str(cell.seed), "dask")
+
+    # The parent holds the combined table and the across-seeds summary, computed from the children's metrics.
+    parent = MlflowClient(tracking_uri)
+    assert parents[0].data.metrics["cells_finished"] == 4 and parents[0].data.metrics["cells_failed"] == 0
+    names = {a.path for a in parent.list_artifacts(first["parent_run_id"])}
+    assert {"grid_metrics.csv", "grid_metrics.md", "summary.csv", "summary.md", "failures.json"} <= names
+    logged = pd.read_csv(parent.download_artifacts(first["parent_run_id"], "grid_metrics.csv", str(in_tmp)))
+    assert sorted(set(logged["cell"])) == sorted(c.key for c in grid.cells)
+    summary = first["summary"]
+    for dataset in ("iris", "wine"):
+        seeds = [by_key[c.key].data.metrics["pl_knn.native.accuracy"] for c in grid.cells if c.dataset == dataset]
+        row = summary[(summary["dataset"] == dataset) & (summary["metric"] == "accuracy")
+                      & (summary["method"] == "pl_knn(n_neighbors=5) [native]")].iloc[0]
+        assert row["mean"] == pytest.approx(np.mean(seeds))
+        assert row["std"] == pytest.approx(np.std(seeds, ddof=1))
+        assert row["n"] == 2
+
+    # The first grid ran every stage; the second found every stage in the cache and got the same numbers.
+    computed, cached = task_states("grid-first"), task_states("grid-second")
+    for stage in ("add_noise", "split_and_featurize", "find_neighbors", "run_method"):
+        assert computed[(stage, "Completed")] == 4 and computed[(stage, "Cached")] == 0, stage
+        assert cached[(stage, "Cached")] == 4 and cached[(stage, "Completed")] == 0, stage
+    pd.testing.assert_frame_equal(
+        first["metrics"].drop(columns="cell").reset_index(drop=True),
+        second["metrics"].drop(columns="cell").reset_index(drop=True),
+    )
+
+
+def write_palm_mat(path, name="wine"):
+    ds = pll.load_dataset(name)
+    T = np.zeros((ds.n_classes, ds.n_rows))
+    T[ds.y, np.arange(ds.n_rows)] = 1
+    scipy.io.savemat(path, {"data": ds.X, "partial_target": T, "target": T})
+
+
+def test_failing_cell_is_reported_and_a_restart_runs_only_the_missing_cells(
+    prefect_harness, in_tmp, tracking_uri, capsys
+):
+    late = in_tmp / "late.mat"
+    grid_file = in_tmp / "grid.yaml"
+    grid_file.write_text(
+        f"name: resume\ndatasets: [iris, {late}]\nseeds: [3]\nmethods: {{pl_knn: {{n_neighbors: 5}}}}\n"
+    )
+    code = main(["benchmark", str(grid_file), "--tracking-uri", tracking_uri, "--experiment", "resume"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"FAILED cell" in out and "DataFileError" in out and "late.mat" in out
+    assert "Cells: 1 of 2 finished, 1 failed" in out
+
+    parents, children = grid_runs(tracking_uri, "resume")
+    assert len(parents) == 1 and parents[0].info.status == "FAILED"
+    parent_id = parents[0].info.run_id
+    assert sorted(c.info.status for c in children) == ["FAILED", "FINISHED"]
+    iris_run = next(c for c in children if c.data.params["dataset"] == "iris")
+    failures = json.loads(open(MlflowClient(tracking_uri).download_artifacts(parent_id, "failures.json", str(in_tmp))).read())
+    assert [f["label"] for f in failures] == [f"{late} / auto / pl_knn(n_neighbors=5) / seed 3"]
+    assert "no such file" in failures[0]["error"]
+
+    # The missing data arrives and the grid starts again: same parent, only the failed cell runs.
+    write_palm_mat(late)
+    state = benchmark(grid=str(grid_file), tracking_uri=tracking_uri, experiment="resume", return_state=True)
+    assert state.is_completed()
+    result = state.result()
+    assert result["parent_run_id"] == parent_id
+    assert (result["cells"], result["finished"], result["failures"]) == (2, 2, [])
+    parents, children = grid_runs(tracking_uri, "resume")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    iris_runs = [c for c in children if c.data.params["dataset"] == "iris"]
+    assert [c.info.run_id for c in iris_runs] == [iris_run.info.run_id]  # not run twice
+    late_runs = sorted(c.info.status for c in children if c.data.params["dataset"] == str(late))
+    assert late_runs == ["FAILED", "FINISHED"]
+    # The combined table covers both cells, the earlier one read back from its MLflow run.
+    assert sorted(set(result["metrics"]["dataset"])) == sorted(["iris", str(late)])
+    assert parents[0].data.metrics["cells_finished"] == 2 and parents[0].data.metrics["cells_failed"] == 0
+
+
+def test_bad_grid_file_is_one_line_on_stderr(in_tmp, capsys):
+    bad = in_tmp / "bad.yaml"
+    bad.write_text("name: x\ndatasets: [iris]\nseeds: [0]\nmethods: {pl_knn: {k: 3}}\n")
+    assert main(["benchmark", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pll: error: {bad}: methods.pl_knn:") and "no parameter(s) k" in err
