@@ -1,0 +1,102 @@
+"""Runs on a Dask cluster: a LocalCluster, and one started by hand as the README shows.
+
+The hand-started cluster is real processes on loopback: ``dask scheduler``
+and two ``dask worker`` processes, torn down whatever happens.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from distributed import Client, get_task_stream
+from mlflow.tracking import MlflowClient
+
+from flows.cli import main
+from flows.cluster import LOCAL, dask_cluster
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def stop(processes):
+    for proc in reversed(processes):
+        proc.terminate()
+    for proc in processes:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def hand_started_cluster(tmp_path):
+    """``dask scheduler --host 127.0.0.1 --port P`` and two ``dask worker tcp://127.0.0.1:P --nworkers 1 --nthreads 1``."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    commands = [[str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port)]]
+    commands += [[str(BIN / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1"]] * 2
+    processes = []
+    try:
+        for i, command in enumerate(commands):
+            log = open(tmp_path / f"dask-{i}.log", "w")
+            processes.append(subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT))
+        with Client(address, timeout="120s") as client:
+            client.wait_for_workers(2, timeout=180)
+            yield address, client
+    finally:
+        stop(processes)
+
+
+def test_pll_run_on_a_hand_started_cluster(prefect_harness, hand_started_cluster, tmp_path, monkeypatch, capsys):
+    address, client = hand_started_cluster
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    workers = set(client.scheduler_info()["workers"])
+    assert len(workers) == 2
+    with get_task_stream(client) as stream:
+        code = main(["run", "--dataset", "iris", "--methods", "pl_knn", "--knn-backend", "dask",
+                     "--dask-address", address, "--tracking-uri", uri, "--experiment", "by-hand"])
+    assert code == 0
+    assert "pl_knn" in capsys.readouterr().out
+
+    # The stages ran as tasks of the hand-started workers, and the kNN stage sharded its search over them.
+    ran = Counter(t["key"].rsplit("-", 1)[0] for t in stream.data)
+    assert ran["split_and_featurize"] == 1 and ran["find_neighbors"] == 1 and ran["run_method"] == 1
+    assert any(key.startswith("pll-knn-shard") for key in ran)
+    assert {t["worker"] for t in stream.data} <= workers
+
+    client_ = MlflowClient(uri)
+    (run,) = client_.search_runs([client_.get_experiment_by_name("by-hand").experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["knn_backend"] == "dask" and run.data.params["dask_address"] == address
+    assert run.data.metrics["pl_knn.native.accuracy"] > 0.8
+
+
+def test_local_means_a_local_cluster_for_the_duration():
+    with dask_cluster(LOCAL) as address:
+        assert address.startswith("tcp://127.0.0.1:")
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(1, timeout=120)
+            assert client.submit(sum, [1, 2, 3]).result() == 6
+    with pytest.raises(OSError):
+        Client(address, timeout="2s")
+
+
+def test_no_address_or_a_given_address_starts_nothing():
+    with dask_cluster(None) as address:
+        assert address is None
+    with dask_cluster("tcp://10.0.0.1:8786") as address:
+        assert address == "tcp://10.0.0.1:8786"
