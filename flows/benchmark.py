@@ -1,13 +1,16 @@
 """The benchmark grid flow: every cell of a grid a pipeline subflow, a few at a time.
 
 MLflow gets one parent run for the grid and a child run per cell; the
-combined metrics table and the across-seeds summary are attached to the
-parent.  A failing cell is reported with its error and the other cells go
-on; the flow then ends in a ``Failed`` state whose message counts the failed
-cells (its data is the same result dict a clean run returns), and the
-parent MLflow run ends FAILED.  Starting an unfinished grid again (same grid
-file, same code) reopens its parent run and runs only the cells without a
-finished child run.
+parent holds the combined metrics table, the across-seeds summary (mean,
+std, paired t-tests against the best), the papers' table layout of the key
+metrics and a risk-against-λ figure per data set and noise.
+
+A failing cell is reported with its error and the other cells go on; the
+flow then ends in a ``Failed`` state whose message counts the failed cells
+(its data is the same result dict a clean run returns), and the parent
+MLflow run ends FAILED.  Starting an unfinished grid again (same grid file)
+reopens its parent run and runs only the cells without a finished child
+run; stages those cells had finished come from the cache.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from prefect.states import Failed
 
 from flows.cluster import dask_cluster, on_dask
 from flows.pipeline import pipeline
-from pll.grid import load_grid, parse_grid, results_table, summarize
+from pll.grid import load_grid, parse_grid, results_table, risk_figures, summarize, summary_tables
 from tasks.grid_tracking import (
     CELL_KEY_TAG,
     GRID_KEY_TAG,
@@ -89,7 +92,7 @@ def benchmark(
     print(f"grid {spec.name}: {len(spec.cells)} cells, {len(finished)} finished before, {len(todo)} to run "
           f"(MLflow experiment {experiment!r}, parent run {parent})")
     progress = GridProgress(len(spec.cells), len(finished), limit)
-    tables, failures = {}, []
+    cell_tables, failures = {}, []
     try:
         with dask_cluster(dask_address) as address, ThreadPoolExecutor(limit, thread_name_prefix="cell") as pool:
             futures = {}
@@ -105,7 +108,7 @@ def benchmark(
                     cell, state = futures[future], future.result()
                     if state.is_completed():
                         result = state.result()
-                        finished[cell.key], tables[cell.key] = result["run_id"], result["metrics"]
+                        finished[cell.key], cell_tables[cell.key] = result["run_id"], result["metrics"]
                         progress.done += 1
                     else:
                         failures.append({"cell": cell.key, "label": cell.label, "error": _error(state)})
@@ -115,12 +118,13 @@ def benchmark(
             finally:
                 pool.shutdown(cancel_futures=True)  # interrupted: start no further cells
         for key, run_id in finished.items():
-            if key not in tables:
-                tables[key] = cell_metrics(tracking_uri, run_id)
-        table = results_table(spec.cells, tables)
+            if key not in cell_tables:
+                cell_tables[key] = cell_metrics(tracking_uri, run_id)
+        table = results_table(spec.cells, cell_tables)
         summary = summarize(table)
         counts = {"total": len(spec.cells), "finished": len(finished), "failed": len(failures)}
-        log_grid_results(tracking_uri, parent, counts, {"grid_metrics": table, "summary": summary}, failures, {})
+        tables = {"grid_metrics": table, "summary": summary, **summary_tables(summary)}
+        log_grid_results(tracking_uri, parent, counts, tables, failures, risk_figures(table))
     except BaseException as exc:
         end_run(tracking_uri, parent, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
         raise

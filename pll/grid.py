@@ -58,6 +58,8 @@ import yaml
 
 from .errors import DataFileError, InvalidParameterError, PllError
 from .evaluation import compare_methods
+from .plots import risk_figure
+from .tables import significance_table
 from .features import FEATURE_PIPELINES
 from .methods import METHODS, make_method
 from .neighbors import BACKENDS
@@ -318,6 +320,9 @@ def _method_features(value, methods, bad):
 # Results of a grid ---------------------------------------------------------------------------
 
 CELL_COLUMNS = ("cell", "dataset", "noise", "seed", "variant", "features", "knn_backend")
+# Metrics shown in the papers' table layout, with the factor that puts them in percent where they are fractions.
+TABLE_METRICS = {"accuracy": 100, "covered_accuracy": 100, "rejection_rate": 100, "risk_0.10": 1}
+_RISK = re.compile(r"^(?P<cal>cal_)?risk_(?P<lam>\d+\.\d+)$")
 
 
 def results_table(cells, tables) -> pd.DataFrame:
@@ -364,3 +369,35 @@ def summarize(table, alpha=0.05) -> pd.DataFrame:
     if long.empty:
         return pd.DataFrame(columns=columns)
     return compare_methods(long, by=("dataset", "noise"), pair=("seed",), alpha=alpha)
+
+
+def summary_tables(summary) -> dict:
+    """The papers' layout of :data:`TABLE_METRICS`: a row per method, a column per data set and noise."""
+    tables = {}
+    for metric, scale in TABLE_METRICS.items():
+        rows = summary[summary["metric"] == metric]
+        if not rows.empty:
+            tables[f"table_{metric}"] = significance_table(rows, columns=("dataset", "noise"), scale=scale)
+    return tables
+
+
+def risk_figures(table) -> dict:
+    """``R_λ`` against λ, mean over seeds, one figure per data set and noise (:func:`pll.plots.risk_figure`)."""
+    columns = {c: _RISK.match(c) for c in table.columns}
+    columns = {c: m for c, m in columns.items() if m}
+    if table.empty or not columns:
+        return {}
+    long = table.melt(id_vars=["dataset", "noise", "variant", "reject", "seed"], value_vars=list(columns))
+    long["lambda"] = [float(columns[c]["lam"]) for c in long["variable"]]
+    long["kind"] = ["cal_risk" if columns[c]["cal"] else "risk" for c in long["variable"]]
+    means = long.pivot_table(index=["dataset", "noise", "variant", "reject", "lambda"], columns="kind",
+                             values="value", aggfunc="mean").reset_index()
+    figures = {}
+    for (dataset, noise), group in means.groupby(["dataset", "noise"], sort=False):
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"risk_{Path(dataset).stem}_{noise}")
+        risks = group.rename(columns={"variant": "method"})
+        if "cal_risk" not in risks:
+            risks = risks.assign(cal_risk=np.nan)
+        figures[name] = risk_figure(risks, title=f"{dataset} / {noise}: mean over seeds")
+    return figures
+

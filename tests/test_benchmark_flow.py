@@ -92,7 +92,10 @@ def test_grid_on_a_local_cluster_logs_parent_and_children_and_a_rerun_hits_the_c
     parent = MlflowClient(tracking_uri)
     assert parents[0].data.metrics["cells_finished"] == 4 and parents[0].data.metrics["cells_failed"] == 0
     names = {a.path for a in parent.list_artifacts(first["parent_run_id"])}
-    assert {"grid_metrics.csv", "grid_metrics.md", "summary.csv", "summary.md", "failures.json"} <= names
+    assert {"grid_metrics.csv", "grid_metrics.md", "summary.csv", "summary.md", "table_accuracy.md",
+            "failures.json", "figures"} <= names
+    figures = {a.path for a in parent.list_artifacts(first["parent_run_id"], "figures")}
+    assert figures == {"figures/risk_iris_auto.png", "figures/risk_wine_auto.png"}
     logged = pd.read_csv(parent.download_artifacts(first["parent_run_id"], "grid_metrics.csv", str(in_tmp)))
     assert sorted(set(logged["cell"])) == sorted(c.key for c in grid.cells)
     summary = first["summary"]
@@ -141,7 +144,8 @@ def test_failing_cell_is_reported_and_a_restart_runs_only_the_missing_cells(
     parent_id = parents[0].info.run_id
     assert sorted(c.info.status for c in children) == ["FAILED", "FINISHED"]
     iris_run = next(c for c in children if c.data.params["dataset"] == "iris")
-    failures = json.loads(open(MlflowClient(tracking_uri).download_artifacts(parent_id, "failures.json", str(in_tmp))).read())
+    failures_file = MlflowClient(tracking_uri).download_artifacts(parent_id, "failures.json", str(in_tmp))
+    failures = json.loads(open(failures_file).read())
     assert [f["label"] for f in failures] == [f"{late} / auto / pl_knn(n_neighbors=5) / seed 3"]
     assert "no such file" in failures[0]["error"]
 

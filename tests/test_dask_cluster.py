@@ -42,7 +42,7 @@ def stop(processes):
 
 @pytest.fixture
 def hand_started_cluster(tmp_path):
-    """``dask scheduler --host 127.0.0.1 --port P`` and two ``dask worker tcp://127.0.0.1:P --nworkers 1 --nthreads 1``."""
+    """``dask scheduler --host 127.0.0.1 --port P``, two ``dask worker tcp://127.0.0.1:P --nworkers 1 --nthreads 1``."""
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}

@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pll.errors import DataFileError, InvalidParameterError, PllError
-from pll.grid import Cell, load_grid, parse_grid, results_table, stable_hash, summarize
+from pll.grid import (
+    Cell, load_grid, parse_grid, results_table, risk_figures, stable_hash, summarize, summary_tables,
+)
 from pll.methods import METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +46,8 @@ def test_cells_are_the_cross_product_in_a_fixed_order():
     combos = {(c.dataset, c.noise, json.dumps(c.noise_params, sort_keys=True), c.method,
                json.dumps(c.method_params, sort_keys=True), c.seed) for c in grid.cells}
     assert len(combos) == len(grid.cells)
-    assert {(c.noise, c.noise_params.get("p")) for c in grid.cells} == {("none", None), ("uniform", 0.2), ("uniform", 0.4)}
+    noises = {(c.noise, c.noise_params.get("p")) for c in grid.cells}
+    assert noises == {("none", None), ("uniform", 0.2), ("uniform", 0.4)}
 
 
 def test_pipeline_parameters_run_one_method():
@@ -66,8 +69,10 @@ def test_cell_key_hashes_the_canonical_pipeline_parameters():
 
 
 def test_keys_do_not_depend_on_the_order_of_keys_in_the_file():
-    a = parse_grid(minimal(noise=[{"model": "uniform", "p": 0.3, "r": 1}], methods={"pl_aknn": {"c1": 0.3, "delta": 0.2}}))
-    b = parse_grid({"methods": {"pl_aknn": {"delta": 0.2, "c1": 0.3}}, "noise": [{"r": 1, "p": 0.3, "model": "uniform"}],
+    a = parse_grid(minimal(noise=[{"model": "uniform", "p": 0.3, "r": 1}],
+                           methods={"pl_aknn": {"c1": 0.3, "delta": 0.2}}))
+    b = parse_grid({"methods": {"pl_aknn": {"delta": 0.2, "c1": 0.3}},
+                    "noise": [{"r": 1, "p": 0.3, "model": "uniform"}],
                     "seeds": [0], "datasets": ["iris"], "name": "g"})
     assert [c.key for c in a.cells] == [c.key for c in b.cells]
     assert a.key == b.key
@@ -132,7 +137,7 @@ def test_expansion_matches_a_brute_force_product(seeds, ks, ps, datasets):
         (minimal(max_concurrency=0), r"max_concurrency: must be a positive integer, got 0"),
         (minimal(val_fraction=1.5), r"val_fraction: must be a number in \(0, 1\), got 1.5"),
         (minimal(seeds=[0, 0]), r"cells: 'iris / auto / pl_knn / seed 0' appears twice"),
-        (minimal(method_features={"dst_pll": "minmax"}), r"method_features.dst_pll: names a method the grid does not run"),
+        (minimal(method_features={"dst_pll": "minmax"}), r"method_features.dst_pll: names a method the grid does not"),
         (minimal(method_features={"pl_knn": "sift"}), r"method_features.pl_knn: unknown feature pipeline 'sift'"),
         ([1, 2], r"a grid must be a mapping of keys, got list"),
     ],
@@ -191,6 +196,34 @@ def test_results_table_and_summary_across_seeds():
         assert group["best"].sum() == 1
     risk = summary[summary["metric"] == "risk_0.10"]
     assert risk.loc[risk["best"], "mean"].iloc[0] == risk["mean"].min()
+
+
+def test_paper_tables_and_risk_figures_of_a_grid():
+    grid = parse_grid(minimal(datasets=["iris", "wine"], seeds=[0, 1], methods={"pl_knn": {}, "dst_pll": {}}))
+    rng = np.random.default_rng(1)
+    tables = {}
+    for c in grid.cells:
+        acc, rej = rng.uniform(0.6, 0.9), rng.uniform(0.0, 0.3)
+        tables[c.key] = pd.DataFrame({"method": [c.method], "reject": ["native"], "accuracy": [acc],
+                                      "risk_0.00": [1 - acc], "risk_0.10": [1 - acc + 0.1 * rej],
+                                      "cal_risk_0.10": [1 - acc + 0.05]})
+    table = results_table(grid.cells, tables)
+    paper = summary_tables(summarize(table))
+    assert set(paper) == {"table_accuracy", "table_risk_0.10"}
+    accuracy = paper["table_accuracy"]
+    assert list(accuracy.columns) == ["method", "iris / auto", "wine / auto"]
+    cell = accuracy.set_index("method").loc["pl_knn [native]", "iris / auto"]
+    values = [tables[c.key]["accuracy"][0] for c in grid.cells if c.dataset == "iris" and c.method == "pl_knn"]
+    assert cell.strip("*").startswith(f"{100 * np.mean(values):.2f} (± {100 * np.std(values, ddof=1):.2f})")
+
+    figures = risk_figures(table)
+    assert sorted(figures) == ["risk_iris_auto", "risk_wine_auto"]
+    own = figures["risk_iris_auto"].axes[0]
+    line = next(l for l in own.get_lines() if l.get_label().startswith("pl_knn"))
+    iris_pl_knn = [c for c in grid.cells if c.dataset == "iris" and c.method == "pl_knn"]
+    expected = [np.mean([tables[c.key][f"risk_{lam}"][0] for c in iris_pl_knn]) for lam in ("0.00", "0.10")]
+    assert list(line.get_xdata()) == [0.0, 0.1]
+    assert np.allclose(line.get_ydata(), expected)
 
 
 def test_summary_of_no_finished_cells_is_empty():
