@@ -140,10 +140,9 @@ def cmd_run(args):
 
 
 def cmd_benchmark(args):
+    from pll.grid import load_grid, summary_tables
     from pll.tables import markdown_table
     from tasks.tracking import ui_command
-
-    from pll.grid import load_grid
 
     from .benchmark import benchmark
 
@@ -159,11 +158,11 @@ def cmd_benchmark(args):
     result = state.result(raise_on_failure=False)
     if isinstance(result, BaseException):
         raise result
-    summary = result["summary"]
-    shown = summary[summary["metric"].isin(["accuracy", "risk_0.10"])]
-    print()
-    if not shown.empty:
-        print(markdown_table(shown[["dataset", "noise", "metric", "method", "mean", "std", "n", "marked"]]))
+    tables = summary_tables(result["summary"])
+    for metric in ("accuracy", "risk_0.10"):
+        if f"table_{metric}" in tables:
+            print(f"\n{metric}: mean (± std) over seeds; bold: best or not significantly worse (paired t-test)")
+            print(markdown_table(tables[f"table_{metric}"]))
     for failure in result["failures"]:
         print(f"FAILED cell {failure['cell']} ({failure['label']}): {failure['error']}")
     print(f"Cells: {result['finished']} of {result['cells']} finished, {len(result['failures'])} failed")

@@ -320,8 +320,8 @@ def _method_features(value, methods, bad):
 # Results of a grid ---------------------------------------------------------------------------
 
 CELL_COLUMNS = ("cell", "dataset", "noise", "seed", "variant", "features", "knn_backend")
-# Metrics shown in the papers' table layout, with the factor that puts them in percent where they are fractions.
-TABLE_METRICS = {"accuracy": 100, "covered_accuracy": 100, "rejection_rate": 100, "risk_0.10": 1}
+# Metrics shown in the papers' table layout, in percent (risks: of the test rows).
+TABLE_METRICS = {"accuracy": 100, "covered_accuracy": 100, "rejection_rate": 100, "risk_0.10": 100}
 _RISK = re.compile(r"^(?P<cal>cal_)?risk_(?P<lam>\d+\.\d+)$")
 
 
@@ -350,8 +350,9 @@ def summarize(table, alpha=0.05) -> pd.DataFrame:
     """Mean ± std across seeds and paired t-tests against the best, per data set, noise and metric.
 
     What is compared is a method setting with one reject option (``variant
-    [reject]``, plus the feature pipeline or kNN backend when the grid varies
-    them); seeds pair the observations (:func:`pll.evaluation.compare_methods`).
+    [reject]``, plus the feature pipeline or kNN backend when one method
+    setting runs with several); seeds pair the observations
+    (:func:`pll.evaluation.compare_methods`).
     """
     columns = ["dataset", "noise", "metric", "method", "mean", "std", "n", "best", "p_value", "marked"]
     if table.empty:
@@ -360,7 +361,7 @@ def summarize(table, alpha=0.05) -> pd.DataFrame:
     metrics = [c for c in table.columns if c not in ids and pd.api.types.is_numeric_dtype(table[c])]
     compared = table["variant"] + " [" + table["reject"].astype(str) + "]"
     for column in ("features", "knn_backend"):
-        if table[column].nunique() > 1:
+        if table.groupby("variant")[column].nunique().max() > 1:
             compared = compared + f" {column}=" + table[column].astype(str)
     long = table.assign(method=compared).melt(
         id_vars=["dataset", "noise", "seed", "method"], value_vars=metrics, var_name="metric"
