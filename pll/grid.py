@@ -9,6 +9,8 @@ The grid is the cross product of the lists in the file::
     experiment: pll-benchmark    # MLflow experiment of the grid's runs (default: pll-benchmark)
     max_concurrency: 2           # cells running at once (default: 2)
     datasets: [iris, wine]       # required; built-in names or file paths
+    protocol: none               # data preparation: none or dst-pll (real-world data as the paper)
+    noisy_bags: false            # accept empty bags and true labels outside their bags
     noise:                       # default: [auto]; an entry is a model name or a mapping
       - class_dependent          #   whose 'model' names the model and whose other keys
       - {model: uniform, p: [0.3, 0.7]}   # are its parameters
@@ -56,6 +58,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from .data import PROTOCOLS
 from .errors import DataFileError, InvalidParameterError, PllError
 from .evaluation import compare_methods
 from .plots import risk_figure
@@ -68,8 +71,8 @@ from .noise import NOISE_MODELS
 DEFAULT_EXPERIMENT = "pll-benchmark"
 DEFAULT_MAX_CONCURRENCY = 2
 KEYS = (
-    "name", "description", "experiment", "max_concurrency", "datasets", "noise", "seeds", "methods",
-    "method_features", "features", "knn_backend", "knn_options", "val_fraction",
+    "name", "description", "experiment", "max_concurrency", "datasets", "protocol", "noisy_bags", "noise", "seeds",
+    "methods", "method_features", "features", "knn_backend", "knn_options", "val_fraction",
 )
 REQUIRED = ("name", "datasets", "seeds", "methods")
 NOISE_CHOICES = ("auto", "none", *NOISE_MODELS)
@@ -87,6 +90,8 @@ class Cell:
     """One pipeline run of a grid."""
 
     dataset: str
+    protocol: str
+    noisy_bags: bool
     noise: str
     noise_params: dict
     seed: int
@@ -101,6 +106,8 @@ class Cell:
         """Keyword arguments of the pipeline flow that run this cell."""
         return {
             "dataset": self.dataset,
+            "protocol": self.protocol,
+            "noisy_bags": self.noisy_bags,
             "noise": self.noise,
             "noise_params": dict(self.noise_params),
             "seed": self.seed,
@@ -196,6 +203,12 @@ def parse_grid(spec, source="<grid>") -> Grid:
         raise bad("val_fraction", f"must be a number in (0, 1), got {val_fraction!r}")
 
     datasets = [_string(d, f"datasets[{i}]", bad) for i, d in enumerate(_values(spec["datasets"], "datasets", bad))]
+    protocol = spec.get("protocol", "none")
+    if protocol not in PROTOCOLS:
+        raise bad("protocol", f"unknown value {protocol!r}; choose from {', '.join(PROTOCOLS)}")
+    noisy_bags = spec.get("noisy_bags", False)
+    if not isinstance(noisy_bags, bool):
+        raise bad("noisy_bags", f"must be true or false, got {noisy_bags!r}")
     seeds = _values(spec["seeds"], "seeds", bad)
     for i, seed in enumerate(seeds):
         if not _is_int(seed) or seed < 0:
@@ -214,7 +227,7 @@ def parse_grid(spec, source="<grid>") -> Grid:
         datasets, noises, features, backends, methods, seeds
     ):
         cells.append(
-            Cell(dataset, noise, noise_params, int(seed), method, params,
+            Cell(dataset, protocol, noisy_bags, noise, noise_params, int(seed), method, params,
                  method_features.get(method, feature), backend, knn_options, float(val_fraction))
         )
     seen = {}

@@ -55,7 +55,8 @@ def test_pipeline_parameters_run_one_method():
                               knn_options={"n_jobs": 1}, val_fraction=0.25)).cells[0]
     params = cell.pipeline_parameters()
     assert params == {
-        "dataset": "iris", "noise": "auto", "noise_params": {}, "seed": 0, "methods": ["pl_aknn"],
+        "dataset": "iris", "protocol": "none", "noisy_bags": False, "noise": "auto", "noise_params": {}, "seed": 0,
+        "methods": ["pl_aknn"],
         "method_params": {"pl_aknn": {"c1": 0.3}}, "features": "pl_aknn_real", "knn_backend": "exact",
         "knn_options": {"n_jobs": 1}, "val_fraction": 0.25,
     }
@@ -80,7 +81,8 @@ def test_keys_do_not_depend_on_the_order_of_keys_in_the_file():
 
 def test_any_changed_parameter_changes_the_key():
     base = parse_grid(minimal()).cells[0].key
-    variants = [minimal(seeds=[1]), minimal(datasets=["wine"]), minimal(noise="none"),
+    variants = [minimal(seeds=[1]), minimal(datasets=["wine"]), minimal(noise="none"), minimal(protocol="dst-pll"),
+                minimal(noisy_bags=True),
                 minimal(methods={"pl_knn": {"n_neighbors": 3}}), minimal(features="standard"),
                 minimal(val_fraction=0.3), minimal(knn_options={"n_jobs": 2})]
     keys = [parse_grid(v).cells[0].key for v in variants]
@@ -134,6 +136,8 @@ def test_expansion_matches_a_brute_force_product(seeds, ks, ps, datasets):
         (minimal(features=["minmax", "sift"]), r"features\[1\]: unknown value 'sift'"),
         (minimal(knn_backend="faiss"), r"knn_backend: unknown value 'faiss'"),
         (minimal(knn_options=[1]), r"knn_options: must be a mapping"),
+        (minimal(protocol="paper"), r"protocol: unknown value 'paper'; choose from none, dst-pll"),
+        (minimal(noisy_bags="yes"), r"noisy_bags: must be true or false, got 'yes'"),
         (minimal(max_concurrency=0), r"max_concurrency: must be a positive integer, got 0"),
         (minimal(val_fraction=1.5), r"val_fraction: must be a number in \(0, 1\), got 1.5"),
         (minimal(seeds=[0, 0]), r"cells: 'iris / auto / pl_knn / seed 0' appears twice"),
@@ -232,5 +236,5 @@ def test_summary_of_no_finished_cells_is_empty():
 
 
 def test_cell_is_plain_data():
-    cell = Cell("iris", "none", {}, 0, "pl_knn", {}, "minmax", "exact", {}, 0.2)
+    cell = Cell("iris", "none", False, "none", {}, 0, "pl_knn", {}, "minmax", "exact", {}, 0.2)
     assert cell.label == "iris / none / pl_knn / seed 0"
