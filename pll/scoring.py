@@ -36,15 +36,11 @@ REVIEW_SUFFIX = ".review.parquet"
 def feature_names(ds) -> list[str]:
     """Names of the feature columns of a data set, as scoring tables must name them.
 
-    A loader's ``info["feature_names"]`` when it has them; for a CSV or
-    Parquet source, its header without ``candidates`` and ``label``;
-    otherwise ``x0``, ``x1``, ...
+    A loader's ``info["feature_names"]`` when it has them (CSV and Parquet
+    sources: their header without ``candidates`` and ``label``); otherwise
+    ``x0``, ``x1``, ...
     """
     names = ds.info.get("feature_names")
-    if names is None and ds.info.get("format") in ("csv", "parquet") and "source" in ds.info:
-        # The loader does not record them yet: read the table again, as the loader reads it.
-        columns = tabular.read_table(Path(ds.info["source"])).columns
-        names = [str(c) for c in columns if c not in (CANDIDATES, tabular.LABEL)]
     if names is None or len(names) != ds.n_features:
         return [f"x{j}" for j in range(ds.n_features)]
     return [str(n) for n in names]

@@ -65,6 +65,11 @@ def dst_pll_protocol(ds, coverage=0.95) -> PartialLabelDataset:
         "protocol_kept_classes": [str(ds.classes[k]) for k in kept],
         "protocol_dropped_rows": int((~rows).sum()),
         "protocol_dropped_features": int(constant.sum()),
+        **(
+            {"feature_names": [n for n, c in zip(ds.info["feature_names"], constant) if not c]}
+            if "feature_names" in ds.info
+            else {}
+        ),
     }
     return PartialLabelDataset(
         X[:, ~constant],

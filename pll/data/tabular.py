@@ -83,7 +83,7 @@ def table_arrays(path, frame, classes=None):
     X = np.column_stack([_numeric(path, frame[c]) for c in features]) if features else np.empty((len(frame), 0))
     if X.shape[1] == 0:
         raise DataFileError(f"{path}: no feature columns besides {CANDIDATES!r} and {LABEL!r}")
-    info = {"feature_columns": len(features), "declared_classes": declared}
+    info = {"feature_names": [str(c) for c in features], "declared_classes": declared}
     return X, S, y, np.asarray(classes, dtype=str), info
 
 
