@@ -117,6 +117,34 @@ def test_backend_neighbors_give_the_loop_result():
     check_against_loop(clf, clf.disambiguate(), X, S, X, own, 20, True, 0.3, 0.1)
 
 
+def test_many_classes_and_long_neighborhoods_give_the_loop_result():
+    # Beyond the hypothesis cases: 70 classes (more than one machine word) and T = 60.
+    rng = np.random.default_rng(11)
+    X = rng.integers(0, 5, size=(150, 2)).astype(float)
+    y = X.astype(int).sum(axis=1) * 7 % 70
+    S = np.eye(70, dtype=bool)[y] | (rng.random((150, 70)) < 0.15)
+    S[::9] = False  # some empty bags
+    Q = rng.integers(0, 5, size=(40, 2)).astype(float)
+    cand = rng.random((40, 70)) < 0.3
+    assert cand.any(axis=1).all()
+    clf = pll.PlAknn(max_neighbors=60, c1=0.2).fit(X, S)
+    r = clf.predict_with_reject(Q, candidates=cand)
+    assert r.accept.any() and not r.accept.all()
+    check_against_loop(clf, r, X, S, Q, cand, 60, False, 0.2, 0.1)
+    own = np.where(S.any(axis=1, keepdims=True), S, True)
+    check_against_loop(clf, clf.disambiguate(), X, S, X, own, 60, True, 0.2, 0.1)
+
+
+def test_neighbor_indices_outside_the_training_rows_raise():
+    X = np.arange(10.0)[:, None]
+    S = np.ones((10, 2), dtype=bool)
+    clf = pll.PlAknn(max_neighbors=3).fit(X, S)
+    idx = np.array([[0, 1, 2], [3, 10, 4]])
+    nb = NeighborResult(idx, np.zeros(idx.shape))
+    with pytest.raises(pll.errors.NeighborsError, match="query row 1 fall outside the 10 training rows"):
+        clf.predict_with_reject(np.zeros((2, 1)), neighbors=nb)
+
+
 def test_elimination_leads_decide_like_the_definition():
     for scale in (0.0001, 0.4, 1.1264, 2.5, 7.0):
         leads = elimination_leads(scale, 60)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..errors import InvalidParameterError
+from ._aknn import eliminate
 from .base import NeighborMethod, RejectPrediction
 
 
@@ -114,9 +115,9 @@ class PlAknn(NeighborMethod):
 
     Notes
     -----
-    Neighbors are ordered by distance, ties by lower training index.  The
-    computation runs over neighborhood sizes, vectorized over all queries
-    still undecided.
+    Neighbors are ordered by distance, ties by lower training index.  A
+    compiled kernel (:mod:`pll.methods._aknn`) walks each query's neighbors
+    in order and stops at its decisive step, touching only surviving labels.
 
     Examples
     --------
@@ -172,58 +173,9 @@ class PlAknn(NeighborMethod):
         return self
 
     def _bytes_per_row(self, k):
-        # The neighbor columns plus a dozen (l,)-sized work arrays per query.
-        return 8 * k + 96 * self.n_classes_
+        # The neighbor columns and the outputs; the kernel's work arrays are (l,)-sized per call.
+        return 8 * k + 32
 
     def _predict_block(self, indices, distances, candidates, rows, stream):
-        # Work arrays are label-major, shape (l, undecided queries), so that reductions over
-        # labels are element-wise operations over long rows.  ``counts`` holds τ for surviving
-        # labels and ``gone`` for eliminated ones.
-        n_rows, n_classes = candidates.shape
-        T, A = self.max_neighbors, self.A_
-        labels = np.empty(n_rows, dtype=np.int64)
-        score = np.empty(n_rows, dtype=np.float64)
-        guess = np.zeros(n_rows, dtype=bool)
-        columns = np.ascontiguousarray(indices[:, :T].T)  # neighbor k of every query, contiguous
-        # Counts fit in 16 bits for T < 8192; an eliminated label's count is far below any real one.
-        work = np.int16 if T < 2**13 else np.int32
-        gone = work(np.iinfo(work).min // 2)
-        bags = self.S_train_.T.astype(work)
-        active = np.arange(n_rows)
-        counts = np.where(candidates.T, work(0), gone)
-        best_m = np.full((n_classes, n_rows), np.inf)
-        settled = np.zeros(n_rows, dtype=bool)  # decided, still in the work arrays until compaction
-        for k in range(1, T + 1):
-            counts += bags[:, columns[k - 1, active]]
-            m1 = counts.max(axis=0)
-            at_top = counts == m1
-            below = np.where(at_top, gone, counts).max(axis=0)
-            single_top = np.count_nonzero(at_top, axis=0) == 1
-            # m2 = m1 when the top is tied or nothing else survives (below is then "gone").
-            m2 = np.where(single_top & (below > gone // 2), below, m1)
-            # M[k, y] by table look-up; eliminated labels fall off the table's left end onto +inf.
-            np.minimum(best_m, self._m_table[k - 1].take(counts + (k + 1 - m2), mode="clip"), out=best_m)
-            # Eliminate y when m1 − τ_y ≥ lead, i.e. τ_y ≤ m1 − lead.
-            reach = m1 - self._leads[k - 1]
-            np.putmask(counts, counts <= reach, gone)
-            decided = single_top & (below <= reach) & ~settled
-            if decided.any():
-                done = active[decided]
-                labels[done] = np.argmax(counts[:, decided] > gone // 2, axis=0)
-                score[done] = (T + 1 - k) / T
-                settled |= decided
-                if settled.sum() * 4 >= settled.size or settled.all():
-                    keep = ~settled
-                    active, counts, best_m, settled = active[keep], counts[:, keep], best_m[:, keep], settled[keep]
-                    if active.size == 0:
-                        break
-        if (~settled).any():
-            open_rows = ~settled
-            ranked = np.where(counts[:, open_rows] > gone // 2, best_m[:, open_rows], np.inf)
-            pick = np.argmin(ranked, axis=0)
-            lowest = ranked[pick, np.arange(pick.size)]
-            undecided = active[open_rows]
-            labels[undecided] = pick
-            score[undecided] = np.minimum(0.0, -lowest / A)
-            guess[undecided] = (ranked == lowest).sum(axis=0) > 1
+        labels, score, guess = eliminate(indices, self.S_train_, candidates, self._leads, self._m_table, self.A_)
         return RejectPrediction(labels=labels, accept=score > self.threshold, score=score, guess=guess)
