@@ -14,7 +14,8 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from pll.scoring import FilesFailedError, file_fingerprint, folder_output, pending_files, read_ledger, write_ledger
+from pll.errors import FilesFailedError
+from pll.scoring import file_fingerprint, folder_output, pending_files, read_ledger, write_ledger
 from tasks.scoring import link_model, load, log_scoring, score
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, start_run
 

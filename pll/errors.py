@@ -33,3 +33,11 @@ class NotFittedError(PllError):
 
 class NeighborsError(PllError):
     """A neighbor search or a precomputed neighbor result cannot serve a request."""
+
+
+class ModelNotFoundError(PllError):
+    """A model URI names no model, or a model that is not a pll model."""
+
+
+class FilesFailedError(PllError):
+    """Some files of a folder could not be scored; they are retried on the next run."""

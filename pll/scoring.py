@@ -24,7 +24,7 @@ import pandas as pd
 
 from .data import tabular
 from .data.tabular import CANDIDATES
-from .errors import DataFileError, InvalidDataError, InvalidParameterError, PllError
+from .errors import DataFileError, InvalidDataError, InvalidParameterError
 from .features import make_features
 from .methods import make_method
 
@@ -331,10 +331,6 @@ def score_figure(score, accept, threshold=None, title="Score distribution"):
 
 LEDGER = ".pll-scoring-ledger.json"
 SCORED_SUFFIX = ".scored.parquet"
-
-
-class FilesFailedError(PllError):
-    """Some files of a folder could not be scored; the ledger marks them for the next run."""
 
 
 def folder_output(output_dir, input_path) -> Path:

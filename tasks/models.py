@@ -34,7 +34,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll.data.tabular import CANDIDATES, SEPARATOR
-from pll.errors import InvalidParameterError, PllError
+from pll.errors import InvalidParameterError, ModelNotFoundError
 from pll.scoring import FittedModel, feature_names, fit_model
 
 from .tracking import log_json
@@ -43,10 +43,6 @@ ARTIFACT = "fitted_model"
 MODEL_NAME = "model"
 EXAMPLE_ROWS = 3
 REQUIREMENTS = ("numpy", "pandas", "scipy", "scikit-learn", "pynndescent", "cloudpickle", "mlflow")
-
-
-class ModelNotFoundError(PllError):
-    """A model URI names no model, or a model that is not a pll model."""
 
 
 class PllPyfuncModel(mlflow.pyfunc.PythonModel):

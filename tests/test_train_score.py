@@ -16,11 +16,17 @@ from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
 
 from pll.data import PartialLabelDataset
-from pll.errors import DataFileError, InvalidDataError, InvalidParameterError, PllError
+from pll.errors import (
+    DataFileError,
+    FilesFailedError,
+    InvalidDataError,
+    InvalidParameterError,
+    ModelNotFoundError,
+    PllError,
+)
 from pll.methods import METHODS, make_method
 from pll.scoring import (
     LEDGER,
-    FilesFailedError,
     fit_model,
     folder_output,
     match_features,
@@ -31,7 +37,7 @@ from pll.scoring import (
     scored_table,
     write_atomically,
 )
-from tasks.models import ModelNotFoundError, artifact_location, input_example, load_model, log_model
+from tasks.models import artifact_location, input_example, load_model, log_model
 from tasks.tracking import end_run, start_run
 
 ROOT = Path(__file__).resolve().parents[1]
