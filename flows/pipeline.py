@@ -10,11 +10,14 @@ from tasks.evaluate import evaluate, prediction_frames
 from tasks.features import split_and_featurize
 from tasks.ingest import ingest
 from tasks.methods import neighbors_needed, run_method
-from tasks.neighbors import find_neighbors
+from tasks.neighbors import find_neighbors, log_neighbors
 from tasks.noise import add_noise
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, log_results, resolve_tracking_uri, start_run
+from tasks.trust import trust_option
 
-DEFAULT_METHODS = ("pl_knn", "dst_pll")
+DEFAULT_METHODS = ("pl_knn", "dst_pll", "pl_aknn")
+# PL A-kNN runs on its paper's preprocessing unless the caller says otherwise.
+DEFAULT_METHOD_FEATURES = {"pl_aknn": "pl_aknn_real"}
 
 
 @flow(name="pll-pipeline", log_prints=True)
@@ -49,6 +52,7 @@ def pipeline(
     """
     tracking_uri = resolve_tracking_uri(tracking_uri)
     method_params = {m: dict((method_params or {}).get(m, {})) for m in methods}
+    method_features = {**DEFAULT_METHOD_FEATURES, **(method_features or {})}
     if knn_backend == "dask" and dask_address:
         knn_options = {"address": dask_address, **(knn_options or {})}
     config = {
@@ -76,8 +80,13 @@ def pipeline(
             split = split_and_featurize.submit(ds, rows, group_features)
             k = neighbors_needed({m: method_params[m] for m in group})
             neighbors = find_neighbors.submit(split, rows, k, knn_backend, knn_options)
-            outputs += [run_method.submit(m, method_params[m], split, rows, neighbors, seed) for m in group]
-            upstream += [split, neighbors]
+            knn_logged = log_neighbors.submit(tracking_uri, run_id, group_features, neighbors)
+            native = [run_method.submit(m, method_params[m], split, rows, neighbors, seed) for m in group]
+            # Every method is evaluated a second time with the trust score as its reject option.
+            outputs += native + [
+                trust_option.submit(o, split, rows, knn_backend=knn_backend, knn_options=knn_options) for o in native
+            ]
+            upstream += [split, neighbors, knn_logged]
         for future in upstream:  # a failed stage raises its own error, not the methods' "upstream not ready"
             future.result()
         outputs = [future.result() for future in outputs]
