@@ -56,6 +56,8 @@ def build_parser():
                      help='JSON per method, e.g. \'{"pl_knn": {"n_neighbors": 5}}\'')
     run.add_argument("--features", default="minmax",
                      help="feature pipeline: minmax, standard, pca, pl_aknn_real, pl_aknn_vision (default: minmax)")
+    run.add_argument("--method-features", type=_json_arg, default=None,
+                     help='JSON method -> feature pipeline (default: \'{"pl_aknn": "pl_aknn_real"}\')')
     run.add_argument("--knn-backend", default="exact", help="kNN backend (default: exact)")
     run.add_argument("--knn-options", type=_json_arg, default=None, help="JSON options of the kNN backend")
     run.add_argument("--tracking-uri", default=None,
@@ -124,6 +126,7 @@ def cmd_run(args):
             methods=methods,
             method_params=args.method_params,
             features=args.features,
+            method_features=args.method_features,
             knn_backend=args.knn_backend,
             knn_options=args.knn_options,
             tracking_uri=args.tracking_uri,

@@ -1,0 +1,28 @@
+"""The README keeps its promises: two set-up commands first, and its library example runs."""
+
+import re
+from pathlib import Path
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_readme_opens_with_exactly_the_two_make_commands():
+    first_block = re.search(r"```sh\n(.*?)```", README, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()]
+    assert commands == ["make run", "make test"]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert "make test" in ci
+
+
+def test_library_example_runs_and_is_far_above_chance():
+    code = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    namespace = {}
+    exec(compile(code.replace("print(", "_ = ("), "README.md", "exec"), namespace)
+    report = namespace["pll"].evaluation.reject_report(
+        namespace["test"].y, namespace["r"].labels, namespace["r"].accept
+    )
+    assert report["accuracy"] > 0.9
+    assert report["covered_accuracy"] >= report["accuracy"]
