@@ -12,13 +12,17 @@ _RISK = re.compile(r"^risk_(?P<lam>\d+\.\d\d)$")
 
 
 def metrics_table(metrics: dict) -> pd.DataFrame:
-    """Metrics named ``<method>.<reject option>.<metric>`` as one row per (method, reject option)."""
+    """Metrics named ``<method>.<reject option>.<metric>`` as one row per (method, reject option).
+
+    Rows keep the methods in order of appearance, each method's options together.
+    """
     rows = {}
     for name, value in metrics.items():
         method, option, metric = name.split(".", 2)
-        rows.setdefault((method, option), {})[metric] = value
-    frame = pd.DataFrame([{"method": m, "reject": o, **vals} for (m, o), vals in rows.items()])
-    return frame
+        rows.setdefault(method, {}).setdefault(option, {})[metric] = value
+    return pd.DataFrame(
+        [{"method": m, "reject": o, **vals} for m, options in rows.items() for o, vals in options.items()]
+    )
 
 
 def risk_table(metrics: dict) -> pd.DataFrame:
