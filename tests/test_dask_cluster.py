@@ -5,7 +5,6 @@ and two ``dask worker`` processes, torn down whatever happens.
 """
 
 import os
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -15,29 +14,13 @@ import pytest
 from distributed import Client, get_task_stream
 from mlflow.tracking import MlflowClient
 
+from tests.processes import free_port, stop
 from flows.cli import main
 from flows.cluster import LOCAL, dask_cluster
 
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def stop(processes):
-    for proc in reversed(processes):
-        proc.terminate()
-    for proc in processes:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

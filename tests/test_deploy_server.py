@@ -5,7 +5,6 @@ schedules (cron and timezone).
 """
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.processes import free_port, stop
 from flows.serve import load_deployment_specs, to_runner_deployments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,12 +33,6 @@ def test_serve_keeps_every_deployment_with_its_schedules():
     assert deployments["benchmark-nightly"].parameters == {"grid": "benchmarks/grids/smoke.yaml"}
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_healthy(url, process, timeout=240):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -51,17 +45,6 @@ def wait_healthy(url, process, timeout=240):
         except OSError:
             time.sleep(1)
     raise TimeoutError(f"no answer from {url} within {timeout} s")
-
-
-def stop(processes):
-    for proc in reversed(processes):
-        proc.terminate()
-    for proc in processes:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.slow

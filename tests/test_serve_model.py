@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,18 +20,13 @@ from pll.data import PartialLabelDataset
 from pll.scoring import fit_model
 from tasks.models import input_example, log_model
 from tasks.tracking import end_run, start_run
+from tests.processes import free_port
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = np.array(["north", "east", "south", "west"])
 STARTUP_SECONDS = 300
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _request(url, payload=None):
@@ -62,7 +56,7 @@ def served(tmp_path_factory):
     model_uri = log_model.fn(uri, run_id, fitted, input_example(ds), ds.summary())["model_uri"]
     end_run.fn(uri, run_id)
 
-    port = _free_port()
+    port = free_port()
     log = open(tmp / "server.log", "w")
     env = {
         **os.environ,
