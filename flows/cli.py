@@ -203,7 +203,7 @@ def cmd_train(args):
         noise_params=args.noise_params,
         seed=args.seed,
         threshold=args.threshold,
-        register=args.register,
+        registered_name=args.register,
         tracking_uri=args.tracking_uri,
         experiment=args.experiment,
     )

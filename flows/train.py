@@ -21,7 +21,7 @@ def train(
     noise_params: dict | None = None,
     seed: int = 0,
     threshold: float | None = None,
-    register: str | None = None,
+    registered_name: str | None = None,
     tracking_uri: str | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
 ) -> dict:
@@ -36,7 +36,7 @@ def train(
     own reject decision by ``score > threshold``.
 
     Returns a dict with ``model_uri`` (``models:/<model_id>``), ``model_id``,
-    ``registered_uri`` when ``register`` names a registered model, the
+    ``registered_uri`` when ``registered_name`` names a registered model, the
     training ``run_id``, ``experiment`` and ``tracking_uri``.
     """
     tracking_uri = resolve_tracking_uri(tracking_uri)
@@ -50,13 +50,13 @@ def train(
         "noise_params": noise_params or {},
         "seed": seed,
         "threshold": threshold,
-        "register": register,
+        "registered_name": registered_name,
     }
     run_id = start_run(tracking_uri, experiment, f"train-{method}-{dataset}", config, tags={"pll.kind": "training"})
     try:
         ds = add_noise(ingest(dataset), noise, noise_params, seed)
         fitted = fit(ds, method, method_params, features, seed, threshold)
-        logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), register)
+        logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), registered_name)
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")
         raise

@@ -52,7 +52,7 @@ class PllPyfuncModel(mlflow.pyfunc.PythonModel):
         with open(context.artifacts[ARTIFACT], "rb") as fh:
             self.fitted = pickle.load(fh)
 
-    def predict(self, context, model_input, params=None):
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         return self.fitted.predict_frame(pd.DataFrame(model_input), source="model input")
 
 
