@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..errors import NeighborsError
+from ..neighbors.result import check_indices
 
 
 def eliminate(indices, bags, candidates, leads, m_table, scale):
@@ -47,9 +47,7 @@ def eliminate(indices, bags, candidates, leads, m_table, scale):
     """
     indices = np.ascontiguousarray(indices, dtype=np.int64)
     n_train = bags.shape[0]
-    if indices.size and (indices.min() < 0 or indices.max() >= n_train):
-        bad = int(np.argmax(((indices < 0) | (indices >= n_train)).any(axis=1)))
-        raise NeighborsError(f"neighbor indices of query row {bad} fall outside the {n_train} training rows")
+    check_indices(indices, n_train)
     n = indices.shape[0]
     labels = np.empty(n, dtype=np.int64)
     score = np.empty(n, dtype=np.float64)

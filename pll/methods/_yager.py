@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..errors import NeighborsError
+from ..neighbors.result import check_indices
 
 # Masses are multiples of 2**-k, exact in float64 (53-bit significand) up to this k.
 MAX_EXACT_NEIGHBORS = 52
@@ -72,11 +72,7 @@ def combine(indices, bag_bits, query_bits, n_classes):
         smallest, then lexicographically smallest sorted labels); else empty.
     """
     indices = np.ascontiguousarray(indices, dtype=np.int64)
-    if indices.size and (indices.min() < 0 or indices.max() >= len(bag_bits)):
-        bad = int(np.argmax(((indices < 0) | (indices >= len(bag_bits))).any(axis=1)))
-        raise NeighborsError(
-            f"neighbor indices of query row {bad} fall outside the {len(bag_bits)} training rows"
-        )
+    check_indices(indices, len(bag_bits))
     n = indices.shape[0]
     beliefs = np.zeros((n, n_classes))
     plausibilities = np.zeros((n, n_classes))

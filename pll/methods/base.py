@@ -187,17 +187,21 @@ class NeighborMethod(BaseEstimator):
         return self._predict(nb, cand, self._train_stream)
 
     def _predict(self, nb, cand, stream):
-        parts = [
-            self._predict_block(nb.indices[b], nb.distances[b], cand[b], np.arange(b.start, b.stop), stream)
-            for b in row_blocks(nb.n_queries, self._bytes_per_row(nb.k))
-        ]
-        if len(parts) == 1:
-            return parts[0]
-        fields = {}
-        for name in RejectPrediction.__dataclass_fields__:
-            values = [getattr(p, name) for p in parts]
-            fields[name] = None if values[0] is None else np.concatenate(values)
-        return RejectPrediction(**fields)
+        blocks = row_blocks(nb.n_queries, self._bytes_per_row(nb.k))
+        out = None
+        for b in blocks:
+            part = self._predict_block(nb.indices[b], nb.distances[b], cand[b], np.arange(b.start, b.stop), stream)
+            if len(blocks) == 1:
+                return part
+            if out is None:  # allocate once, then fill block by block: no concatenated copies
+                out = {
+                    name: None if v is None else np.empty((nb.n_queries, *v.shape[1:]), dtype=v.dtype)
+                    for name, v in vars(part).items()
+                }
+            for name, values in out.items():
+                if values is not None:
+                    values[b] = getattr(part, name)
+        return RejectPrediction(**out)
 
     def _bytes_per_row(self, k):
         return 8 * k * self.n_classes_

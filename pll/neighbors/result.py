@@ -61,3 +61,14 @@ class NeighborResult:
         return NeighborResult(
             self.indices[:, :k], self.distances[:, :k], self.recall, self.backend, self.self_excluded, self.timings
         )
+
+
+def check_indices(indices, n_train):
+    """Raise NeighborsError unless every neighbor index names one of ``n_train`` training rows.
+
+    Compiled kernels index training arrays without bounds checks; this guard
+    runs at their boundary.
+    """
+    if indices.size and (indices.min() < 0 or indices.max() >= n_train):
+        bad = int(np.argmax(((indices < 0) | (indices >= n_train)).any(axis=1)))
+        raise NeighborsError(f"neighbor indices of query row {bad} fall outside the {n_train} training rows")
