@@ -10,6 +10,8 @@ import sys
 import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
 from pll.errors import PllError
 
+from .server import start_temporary_server
+
 
 class _HideInputErrors(logging.Filter):
     """Keep tracebacks of bad-input errors out of the log: the CLI reports them in one line."""
@@ -232,10 +234,18 @@ def cmd_score(args):
     return 0
 
 
+# Commands that run flows, and so need a Prefect API.
+_ORCHESTRATED = ("run", "benchmark", "train", "score")
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     _quiet_input_errors()
     try:
+        if args.command in _ORCHESTRATED:
+            log = start_temporary_server()
+            if log is not None:
+                print(f"Prefect: temporary local server (its log: {log})")
         return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train, "score": cmd_score,
                 "benchmark": cmd_benchmark}[args.command](args)
     except PllError as exc:

@@ -1,0 +1,55 @@
+"""Prefect's temporary server, started with its own output in a log file.
+
+Without ``PREFECT_API_URL`` Prefect starts a temporary API server in a
+subprocess that writes to the terminal it inherits; when it is stopped while
+a request is still in flight, its database layer can print a shutdown
+traceback that has nothing to do with the run.  Starting it here, with its
+standard output and error pointed at a log file while it is spawned, keeps
+the command's own output clean and the server's messages on record.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def _descriptors_to(path):
+    """Point file descriptors 1 and 2 at ``path`` (appending) for the duration."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+def start_temporary_server() -> Path | None:
+    """Start the temporary server unless a server is configured; return its log file.
+
+    Prefect reuses the running instance for the rest of the process and stops
+    it at exit.
+    """
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME
+
+    if PREFECT_API_URL.value():
+        return None
+    home = Path(PREFECT_HOME.value())
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / "temporary-server.log"
+    with _descriptors_to(log):
+        SubprocessASGIServer().start()
+    return log
