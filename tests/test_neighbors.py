@@ -218,5 +218,7 @@ def test_neighbor_stage_is_logged_to_mlflow(tracking_uri, blobs, nndescent_resul
     assert run.data.params["knn.minmax.backend"] == "nndescent"
     assert metrics["knn.minmax.recall"] == min(own.recall, new.recall)
     assert metrics["knn.minmax.train.recall"] == own.recall
-    assert metrics["knn.minmax.build_seconds"] == pytest.approx(own.timings["build"] + new.timings["build"])
-    assert metrics["knn.minmax.query_seconds"] == pytest.approx(own.timings["query"] + 2 * new.timings["query"])
+    # The logged timings are the sums of the measured phases (a consistency check, not a speed assertion).
+    build, query = (metrics[f"knn.minmax.{phase}_seconds"] for phase in ("build", "query"))
+    assert build == pytest.approx(own.timings["build"] + new.timings["build"])
+    assert query == pytest.approx(own.timings["query"] + 2 * new.timings["query"])
