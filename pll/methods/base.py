@@ -125,7 +125,11 @@ class NeighborMethod(BaseEstimator):
         self._train_neighbors = (
             None if neighbors is None else neighbors.take(k, X.shape[0], self_excluded=True)
         )
+        self._fit_derived()
         return self
+
+    def _fit_derived(self):
+        """Compute fitted state that follows from ``X_train_`` and ``S_train_`` (subclasses)."""
 
     def _check_fitted(self):
         if not hasattr(self, "S_train_"):

@@ -121,19 +121,8 @@ class DstPll(NeighborMethod):
                 "beyond which the masses (multiples of 2^-k) are not exact in float64"
             )
 
-    def fit(self, X, S, neighbors=None):
-        """Store the training rows and bags (and their own neighbors, when precomputed).
-
-        Parameters
-        ----------
-        X : array of shape (n, d)
-        S : bool array of shape (n, l)
-        neighbors : NeighborResult, optional
-            The training rows' own neighbors (``kneighbors(X, None, k)``).
-        """
-        super().fit(X, S, neighbors=neighbors)
+    def _fit_derived(self):
         self.bag_bits_ = pack_bags(self.S_train_)
-        return self
 
     def _bytes_per_row(self, k):
         return 8 * (k + 3 * self.n_classes_)

@@ -165,12 +165,13 @@ class PlAknn(NeighborMethod):
                 f"PlAknn: max_neighbors={self.max_neighbors} needs more than {self.max_neighbors} training rows, "
                 f"got {n_rows}; lower max_neighbors to at most {max(n_rows - 1, 0)}"
             )
-        super().fit(X, S, neighbors)
+        return super().fit(X, S, neighbors)
+
+    def _fit_derived(self):
         n, l = self.S_train_.shape
         self.A_ = self.c1 * math.sqrt(math.log(n) + math.log(l / self.delta))
         self._leads = elimination_leads(self.A_, self.max_neighbors)
         self._m_table = m_values(self.A_, self.max_neighbors)
-        return self
 
     def _bytes_per_row(self, k):
         # The neighbor columns and the outputs; the kernel's work arrays are (l,)-sized per call.
