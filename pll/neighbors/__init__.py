@@ -4,10 +4,12 @@ Every backend returns a :class:`NeighborResult` of the same shape: indices
 sorted by distance, ties by lower training index, distances recomputed in
 float64.  Methods depend on that result, never on a backend.  To query one
 training set several times (its own rows, then new rows), build a
-:class:`NeighborIndex` once.
+:class:`NeighborIndex` once.  :func:`nearest_by_group` finds the nearest row of
+every group (class) in one search, for trust scores.
 """
 
+from .grouped import nearest_by_group
 from .index import BACKENDS, NeighborIndex, kneighbors
 from .result import NeighborResult
 
-__all__ = ["BACKENDS", "NeighborIndex", "NeighborResult", "kneighbors"]
+__all__ = ["BACKENDS", "NeighborIndex", "NeighborResult", "kneighbors", "nearest_by_group"]

@@ -1,0 +1,222 @@
+"""The nearest training row of every group (class), for each query: what a trust score measures.
+
+Exact search screens every (query, training row) pair once with a float32
+BLAS product and keeps only the minimum of each run of :data:`CHUNK` rows of
+one group.  A query's nearest row of a group lies in a chunk whose minimum
+is within twice the rounding bound of the group's best chunk; when that
+chunk is the only one, its rows are reranked in float64 (the same
+:func:`~pll.neighbors.exact.rerank` as every backend), otherwise the query is
+searched again in that group by :class:`~pll.neighbors.exact.ExactIndex`.
+One pass over the training rows thus serves all groups, instead of one
+search per group.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidDataError, InvalidParameterError
+from .backends import LOCAL_OPTIONS, check_options
+from .exact import ExactIndex, rerank, rounding_bound
+from .index import BACKENDS, COMMON_OPTIONS, NeighborIndex, check_features, check_queries, choose_backend
+
+CHUNK = 16
+"""Rows of one group whose screening distances are reduced to one minimum."""
+# Training slots screened by one matrix product (a multiple of CHUNK).
+_TILE_ROWS = 4096
+# Bytes a block of queries may hold in chunk minima, and again in screening values.
+_BLOCK_BYTES = 32 * 2**20
+
+
+def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", **options):
+    """Index and distance of the nearest training row of every group, for each query row.
+
+    Parameters
+    ----------
+    X_train : array of shape (n_train, d)
+    groups : int array of shape (n_train,)
+        Each training row's group in ``[0, n_groups)``, or -1 for a row in no group.
+    n_groups : int
+    X_query : array of shape (n_queries, d) or None
+        None: the training rows, each excluded from its own group by index.
+    backend : {"auto", "exact", "nndescent", "dask"}
+        ``exact`` searches all groups in one pass (see the module); the
+        others run one :class:`~pll.neighbors.NeighborIndex` search per group.
+    **options
+        Options of :class:`~pll.neighbors.NeighborIndex` (approximate backends).
+
+    Returns
+    -------
+    indices : ndarray of shape (n_queries, n_groups), int64
+        The nearest row of each group (ties: the lower index); -1 where the
+        group has no row to offer.
+    distances : ndarray of shape (n_queries, n_groups), float64
+        Float64 Euclidean distances; inf where the index is -1.
+
+    Examples
+    --------
+    >>> X = np.array([[0.0], [1.0], [5.0], [7.0]])
+    >>> idx, dist = nearest_by_group(X, np.array([0, 0, 1, -1]), 2, np.array([[4.0]]))
+    >>> idx.tolist(), dist.tolist()
+    ([[1, 2]], [[3.0, 1.0]])
+    """
+    X_train = check_features(X_train, "training rows")
+    if isinstance(n_groups, bool) or not isinstance(n_groups, (int, np.integer)) or n_groups < 1:
+        raise InvalidParameterError(f"n_groups must be a positive integer, got {n_groups!r}")
+    groups = np.asarray(groups)
+    if groups.shape != (X_train.shape[0],) or not np.issubdtype(groups.dtype, np.integer):
+        raise InvalidDataError(
+            f"groups must be an int array of shape ({X_train.shape[0]},), got {groups.dtype} {groups.shape}"
+        )
+    if groups.size and not (-1 <= groups.min() and groups.max() < n_groups):
+        raise InvalidDataError(f"groups must lie in [-1, {n_groups}), found {groups.min()}..{groups.max()}")
+    groups = groups.astype(np.int64)
+    if X_query is None:
+        Q, exclude = X_train, np.arange(X_train.shape[0])
+    else:
+        Q, exclude = check_queries(X_query, X_train.shape[1]), np.full(X_query.shape[0], -1)
+    if backend not in BACKENDS:
+        raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if backend == "auto":
+        check_options(backend, options, LOCAL_OPTIONS["nndescent"] + COMMON_OPTIONS)
+        backend = choose_backend(X_train.shape[0])
+        options = {} if backend == "exact" else options
+    if backend == "exact":
+        check_options(backend, options, COMMON_OPTIONS)
+        return GroupedExactIndex(X_train, groups, n_groups).search(Q, exclude)
+    return _search_each_group(X_train, groups, n_groups, Q, exclude, backend, options)
+
+
+def _search_each_group(X_train, groups, n_groups, Q, exclude, backend, options):
+    """One neighbor search per group; a query whose excluded row is in the group takes its second neighbor."""
+    indices = np.full((Q.shape[0], n_groups), -1, dtype=np.int64)
+    distances = np.full((Q.shape[0], n_groups), np.inf)
+    rows = np.arange(Q.shape[0])
+    for g in range(n_groups):
+        members = np.flatnonzero(groups == g)
+        if members.size == 0:
+            continue
+        k = min(2, members.size)
+        with NeighborIndex(X_train[members], k, backend, **options) as index:
+            nb = index.kneighbors(Q, k)
+        found = np.where(nb.indices >= 0, members[nb.indices], -1)
+        valid = (found >= 0) & (found != exclude[:, None])
+        first = valid.argmax(axis=1)
+        kept = valid[rows, first]
+        indices[:, g] = np.where(kept, found[rows, first], -1)
+        distances[:, g] = np.where(kept, nb.distances[rows, first], np.inf)
+    return indices, distances
+
+
+class GroupedExactIndex:
+    """Exact nearest row of every group: float32 BLAS screening, certified float64 reranking.
+
+    The member rows are laid out group by group, each group padded to whole
+    chunks of :data:`CHUNK` rows, centered on their mean (so that the rounding
+    bound, which grows with the norms, stays small) and extended by their
+    squared norm: one matrix product then gives ``|x|^2 - 2 q.x``, which
+    orders a query's candidates as the distance does.
+
+    Parameters
+    ----------
+    X_train : array of shape (n_train, d), float64
+    groups : int64 array of shape (n_train,)
+        Group of each row in ``[0, n_groups)``; -1 for none.
+    n_groups : int
+    """
+
+    def __init__(self, X_train, groups, n_groups):
+        self.X_train, self.n_groups = X_train, n_groups
+        n, d = X_train.shape
+        members = np.flatnonzero(groups >= 0)
+        members = members[np.argsort(groups[members], kind="stable")]
+        sizes = np.bincount(groups[members], minlength=n_groups)
+        chunks = -(-sizes // CHUNK)
+        self.group_chunks = np.concatenate([[0], np.cumsum(chunks)])
+        # Padded position of each member: its group's first slot plus its rank within the group.
+        first_member = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        slot = np.repeat(self.group_chunks[:-1] * CHUNK - first_member, sizes) + np.arange(members.size)
+        self.rows = np.full(self.group_chunks[-1] * CHUNK, -1, dtype=np.int64)
+        self.rows[slot] = members
+        self.slot_of_row = np.full(n, -1, dtype=np.int64)
+        self.slot_of_row[members] = slot
+        self.pads = np.flatnonzero(self.rows < 0)
+        self.center = X_train[members].mean(axis=0) if members.size else np.zeros(d)
+        centered = X_train[members] - self.center
+        sq = np.einsum("ij,ij->i", centered, centered)
+        self.sq_max = float(sq.max(initial=0.0))
+        self.A = np.zeros((self.rows.size, d + 1), dtype=np.float32)
+        self.A[slot, :d] = centered
+        self.A[slot, d] = sq
+
+    def search(self, Q, exclude):
+        """Nearest row of every group for each row of ``Q`` (see :func:`nearest_by_group`).
+
+        ``exclude`` (int array of shape (n_queries,), -1 for none) names a
+        training row never returned for each query.
+        """
+        n_query, d = Q.shape
+        indices = np.full((n_query, self.n_groups), -1, dtype=np.int64)
+        distances = np.full((n_query, self.n_groups), np.inf)
+        if self.rows.size == 0:
+            return indices, distances
+        centered = Q - self.center
+        sq_q = np.einsum("ij,ij->i", centered, centered)
+        margin = 2 * rounding_bound(sq_q, self.sq_max, d, np.float32)
+        B = np.hstack([-2.0 * centered, np.ones((n_query, 1))]).astype(np.float32)
+        excluded_slot = np.where(exclude >= 0, self.slot_of_row[exclude], -1)
+        step = max(1, _BLOCK_BYTES // (4 * max(self.group_chunks[-1], min(_TILE_ROWS, self.rows.size))))
+        crowded = [[] for _ in range(self.n_groups)]
+        for start in range(0, n_query, step):
+            rows = np.arange(start, min(start + step, n_query))
+            minima = self._chunk_minima(np.ascontiguousarray(B[rows].T), excluded_slot[rows])
+            for g in range(self.n_groups):
+                lo, hi = self.group_chunks[g], self.group_chunks[g + 1]
+                if lo < hi:
+                    rest = self._certify(g, minima[lo:hi], rows, Q, exclude, margin, indices, distances)
+                    crowded[g] += [rest] if rest.size else []
+        for g, queries in enumerate(crowded):
+            if queries:
+                self._search_group(g, Q, np.concatenate(queries), exclude, indices, distances)
+        return indices, distances
+
+    def _chunk_minima(self, Bt, excluded_slot):
+        """Float32 screening values ``|x|^2 - 2 q.x`` reduced to each chunk's minimum, shape (n_chunks, n_queries)."""
+        n_slots, n_query = self.rows.size, Bt.shape[1]
+        minima = np.empty((n_slots // CHUNK, n_query), dtype=np.float32)
+        tile = np.empty((min(_TILE_ROWS, n_slots), n_query), dtype=np.float32)
+        columns = np.arange(n_query)
+        for lo in range(0, n_slots, _TILE_ROWS):
+            hi = min(lo + _TILE_ROWS, n_slots)
+            part = tile[: hi - lo]
+            np.matmul(self.A[lo:hi], Bt, out=part)
+            part[self.pads[np.searchsorted(self.pads, lo) : np.searchsorted(self.pads, hi)] - lo] = np.inf
+            hit = (excluded_slot >= lo) & (excluded_slot < hi)
+            part[excluded_slot[hit] - lo, columns[hit]] = np.inf
+            np.minimum.reduce(part.reshape(-1, CHUNK, n_query), axis=1, out=minima[lo // CHUNK : hi // CHUNK])
+        return minima
+
+    def _certify(self, g, minima, rows, Q, exclude, margin, indices, distances):
+        """Nearest row of group ``g`` for the queries ``rows`` whose best chunk has no rival within the margin.
+
+        ``minima`` holds the group's chunk minima, shape (n_chunks_g, rows.size).
+        Returns the other queries, whose rivals need :meth:`_search_group`.
+        """
+        best = minima.argmin(axis=0)
+        lowest = minima[best, np.arange(rows.size)]
+        single = (minima <= lowest + margin[rows]).sum(axis=0) == 1
+        first = (self.group_chunks[g] + best[single]) * CHUNK
+        q = rows[single]
+        idx, dist = rerank(self.X_train, Q[q], self.rows[first[:, None] + np.arange(CHUNK)], 1, exclude=exclude[q])
+        indices[q, g], distances[q, g] = idx[:, 0], dist[:, 0]
+        return rows[~single]
+
+    def _search_group(self, g, Q, queries, exclude, indices, distances):
+        """Exact search of group ``g`` for queries whose screening left near-ties across chunks."""
+        members = self.rows[self.group_chunks[g] * CHUNK : self.group_chunks[g + 1] * CHUNK]
+        members = members[members >= 0]
+        local = np.searchsorted(members, exclude[queries])
+        found = (local < members.size) & (members[np.minimum(local, members.size - 1)] == exclude[queries])
+        idx, dist = ExactIndex(self.X_train[members]).search(Q[queries], 1, np.where(found, local, -1))
+        indices[queries, g] = np.where(idx[:, 0] >= 0, members[idx[:, 0]], -1)
+        distances[queries, g] = dist[:, 0]
