@@ -2,8 +2,8 @@
 
 200,000 × 32 training rows in 10 Gaussian classes, 20,000 queries.  The
 baseline (written here) builds a KDTree per class set and queries every tree
-for the nearest point; ``TrustScore`` runs one ``pll.neighbors.kneighbors``
-search per class set.  Both must give the same scores and the same nearest
+for the nearest point; ``TrustScore`` runs one ``pll.neighbors.nearest_by_group``
+search for all class sets (float32 BLAS screening, float64 certification).  Both must give the same scores and the same nearest
 other class.  The baseline is timed on ``--baseline-queries`` queries and
 extrapolated per query (KDTree query time is linear in the queries; pass
 ``--baseline-queries 20000`` to run it whole).  The fit with the density filter

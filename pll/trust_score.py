@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator
 
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import RejectPrediction
-from .neighbors import kneighbors
+from .neighbors import kneighbors, nearest_by_group
 
 FILTERS = ("none", "density", "uncertainty")
 
@@ -85,9 +85,9 @@ class TrustScore(BaseEstimator):
     different labels are warned about at :meth:`fit`: a query at such a
     point is at distance 0 from both classes and scores 0.
 
-    Every nearest-set distance is one :func:`pll.neighbors.kneighbors` search
-    of the query rows against one class set (``l`` searches in all), so the
-    backend chosen with ``knn`` decides speed and exactness.
+    The nearest-set distances come from :func:`pll.neighbors.nearest_by_group`:
+    with ``knn="exact"`` one certified pass over the training rows serves all
+    class sets; approximate backends search each class set in turn.
 
     Parameters
     ----------
@@ -192,8 +192,8 @@ class TrustScore(BaseEstimator):
         if eligible.shape != (X.shape[0],) or eligible.dtype != bool:
             raise InvalidDataError(f"TrustScore.fit: members must be a bool array of shape ({X.shape[0]},)")
         self.kept_, self.filter_values_ = self._filter(np.flatnonzero(eligible))
-        self._members = [np.flatnonzero(self.kept_ & (self.labels_ == c)) for c in range(self.classes_.size)]
-        empty = [str(c) for c, m in zip(self.classes_, self._members) if m.size == 0]
+        sizes = np.bincount(self.labels_[self.kept_], minlength=self.classes_.size)
+        empty = [str(c) for c in self.classes_[sizes == 0]]
         if empty:
             warnings.warn(
                 f"TrustScore: class(es) {', '.join(empty)} have no points after filtering={self.filtering!r} "
@@ -257,12 +257,9 @@ class TrustScore(BaseEstimator):
         X = _as_rows(X, "TrustScore query rows")
         if X.shape[1] != self.X_.shape[1]:
             raise InvalidDataError(f"query rows have {X.shape[1]} features but the training rows {self.X_.shape[1]}")
-        D = np.full((X.shape[0], self.classes_.size), np.inf)
-        if X.shape[0]:
-            for c, members in enumerate(self._members):
-                if members.size:
-                    D[:, c] = self._nearest(self.X_[members], X)[:, 0]
-        return D
+        if X.shape[0] == 0:
+            return np.empty((0, self.classes_.size))
+        return self._nearest_sets(X)
 
     def training_distances(self):
         """:meth:`distances` of the training rows, each excluded from its own class set by index.
@@ -272,19 +269,13 @@ class TrustScore(BaseEstimator):
         ndarray of shape (n, l)
         """
         self._check_fitted()
-        n = self.X_.shape[0]
-        D = np.full((n, self.classes_.size), np.inf)
-        for c, members in enumerate(self._members):
-            if members.size == 0:
-                continue
-            others = np.ones(n, dtype=bool)
-            others[members] = False
-            X_set = self.X_[members]
-            if members.size > 1:
-                D[members, c] = self._nearest(X_set, None)[:, 0]
-            if others.any():
-                D[others, c] = self._nearest(X_set, self.X_[others])[:, 0]
-        return D
+        return self._nearest_sets(None)
+
+    def _nearest_sets(self, X_query):
+        """Distances from each query row (None: the training rows, each left out by index) to every class set."""
+        groups = np.where(self.kept_, self.labels_, -1)
+        options = dict(self.knn_params or {})
+        return nearest_by_group(self.X_, groups, self.classes_.size, X_query, self.knn, **options)[1]
 
     def _ratio(self, D, predicted, return_closest):
         if predicted.size != D.shape[0]:
