@@ -80,3 +80,16 @@ def test_nndescent_shards_report_their_measured_recall(cluster, data):
     hits = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(nb.indices, exact.indices)])
     assert nb.recall is not None and nb.recall >= 0.95 and hits >= 0.95
     assert (np.diff(nb.distances, axis=1) >= 0).all()
+
+
+def test_trust_score_on_dask_shards_equals_the_exact_one(cluster, data):
+    import pll
+
+    _, client = cluster
+    X, Q = data
+    y = np.arange(len(X)) % 3
+    predicted = np.arange(len(Q)) % 3
+    sharded = pll.TrustScore(knn="dask", knn_params={"client": client, "n_shards": 2}).fit(X, y)
+    exact = pll.TrustScore().fit(X, y)
+    np.testing.assert_array_equal(sharded.score(Q, predicted), exact.score(Q, predicted))
+    np.testing.assert_array_equal(sharded.score_training(), exact.score_training())
