@@ -143,3 +143,21 @@ def test_tiling_and_query_blocks_do_not_change_the_result(monkeypatch):
     tiled = nearest_by_group(X, groups, 3)
     np.testing.assert_array_equal(tiled[0], whole[0])
     np.testing.assert_array_equal(tiled[1], whole[1])
+
+
+def test_auto_searches_exactly_up_to_its_threshold(monkeypatch):
+    rng = np.random.default_rng(7)
+    X, groups = rng.normal(size=(300, 3)), rng.integers(0, 2, size=300)
+    exact = nearest_by_group(X, groups, 2)
+    np.testing.assert_array_equal(nearest_by_group(X, groups, 2, None, "auto")[0], exact[0])
+    monkeypatch.setattr(grouped_module, "AUTO_EXACT_MAX_ROWS", 299)
+    searched = []
+    original = grouped_module._search_each_group
+
+    def spy(*args):
+        searched.append(args[5])
+        return original(*args)
+
+    monkeypatch.setattr(grouped_module, "_search_each_group", spy)
+    indices, _ = nearest_by_group(X, groups, 2, None, "auto", recall_sample=0)
+    assert searched == ["nndescent"] and (indices == exact[0]).mean() > 0.95

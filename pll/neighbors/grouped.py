@@ -18,10 +18,14 @@ import numpy as np
 from ..errors import InvalidDataError, InvalidParameterError
 from .backends import LOCAL_OPTIONS, check_options
 from .exact import ExactIndex, rerank, rounding_bound
-from .index import BACKENDS, COMMON_OPTIONS, NeighborIndex, check_features, check_queries, choose_backend
+from .index import BACKENDS, COMMON_OPTIONS, NeighborIndex, check_features, check_queries
 
 CHUNK = 16
 """Rows of one group whose screening distances are reduced to one minimum."""
+AUTO_EXACT_MAX_ROWS = 1_000_000
+"""``auto`` searches exactly up to this many training rows, well beyond the kNN graph's threshold: on
+20,000 queries in 10 groups exact search took 3.5 s at 200,000 rows and 22.7 s at 1,000,000, one
+nndescent search per group 9.9 s and 28.8 s while finding the same nearest row for 75 % and 60 %."""
 # Training slots screened by one matrix product (a multiple of CHUNK).
 _TILE_ROWS = 4096
 # Bytes a block of queries may hold in chunk minima, and again in screening values.
@@ -41,7 +45,8 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
         None: the training rows, each excluded from its own group by index.
     backend : {"auto", "exact", "nndescent", "dask"}
         ``exact`` searches all groups in one pass (see the module); the
-        others run one :class:`~pll.neighbors.NeighborIndex` search per group.
+        others run one :class:`~pll.neighbors.NeighborIndex` search per group;
+        ``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS` training rows.
     **options
         Options of :class:`~pll.neighbors.NeighborIndex` (approximate backends).
 
@@ -79,7 +84,7 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
         raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if backend == "auto":
         check_options(backend, options, LOCAL_OPTIONS["nndescent"] + COMMON_OPTIONS)
-        backend = choose_backend(X_train.shape[0])
+        backend = "exact" if X_train.shape[0] <= AUTO_EXACT_MAX_ROWS else "nndescent"
         options = {} if backend == "exact" else options
     if backend == "exact":
         check_options(backend, options, COMMON_OPTIONS)
