@@ -40,19 +40,27 @@ def _json_arg(text):
 _DASK_HELP = "run the tasks on Dask: 'local' (a LocalCluster) or a scheduler address, e.g. tcp://127.0.0.1:8786"
 
 
+_TRACKING_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
+
+
+def _add_data_arguments(parser):
+    """The data set and its partial labels, as the pipeline and the training flow take them."""
+    parser.add_argument("--dataset", default="digits", help="built-in name or path (default: digits; see `pll datasets`)")
+    parser.add_argument("--protocol", default="none", help="data preparation: none or dst-pll (default: none)")
+    parser.add_argument("--noisy-bags", action="store_true",
+                        help="accept empty bags and true labels outside their bags (noisy partial labels)")
+    parser.add_argument("--noise", default="auto",
+                        help="noise model: auto (class_dependent for fully labelled data, else none), none, uniform, "
+                        "class_dependent, instance_dependent, cluster_dependent, remove_true_label")
+    parser.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
+    parser.add_argument("--seed", type=int, default=0)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="pll", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the pipeline once and log it to MLflow")
-    run.add_argument("--dataset", default="digits", help="built-in name or path (default: digits; see `pll datasets`)")
-    run.add_argument("--protocol", default="none", help="data preparation: none or dst-pll (default: none)")
-    run.add_argument("--noisy-bags", action="store_true",
-                     help="accept empty bags and true labels outside their bags (noisy partial labels)")
-    run.add_argument("--noise", default="auto",
-                     help="noise model: auto (class_dependent for fully labelled data, else none), none, uniform, "
-                     "class_dependent, instance_dependent, cluster_dependent, remove_true_label")
-    run.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
-    run.add_argument("--seed", type=int, default=0)
+    _add_data_arguments(run)
     run.add_argument("--methods", default=None, help="comma-separated methods (default: all)")
     run.add_argument("--method-params", type=_json_arg, default=None,
                      help='JSON per method, e.g. \'{"pl_knn": {"n_neighbors": 5}}\'')
@@ -62,40 +70,32 @@ def build_parser():
                      help='JSON method -> feature pipeline (default: \'{"pl_aknn": "pl_aknn_real"}\')')
     run.add_argument("--knn-backend", default="exact", help="kNN backend (default: exact)")
     run.add_argument("--knn-options", type=_json_arg, default=None, help="JSON options of the kNN backend")
-    run.add_argument("--tracking-uri", default=None,
-                     help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    run.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     run.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
     run.add_argument("--dask-address", default=None, help=_DASK_HELP)
     bench = sub.add_parser("benchmark", help="run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
     bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
     bench.add_argument("--dask-address", default=None, help=_DASK_HELP)
     bench.add_argument("--max-concurrency", type=int, default=None, help="cells at once (default: the grid's)")
-    bench.add_argument("--tracking-uri", default=None,
-                       help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    bench.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     bench.add_argument("--experiment", default=None, help="MLflow experiment name (default: the grid's)")
     sub.add_parser("serve", help="serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
     sub.add_parser("datasets", help="list the built-in data sets, file formats, noise models and feature pipelines")
     train = sub.add_parser("train", help="fit a method on all rows of a data set; log it as an MLflow model")
-    train.add_argument("--dataset", default="digits", help="built-in name or path (default: digits)")
+    _add_data_arguments(train)
     train.add_argument("--method", default="pl_knn", help="method to fit (default: pl_knn)")
     train.add_argument("--method-params", type=_json_arg, default=None, help='JSON, e.g. \'{"n_neighbors": 5}\'')
     train.add_argument("--features", default="minmax", help="feature pipeline (default: minmax)")
-    train.add_argument("--noise", default="auto",
-                       help="noise model (default: auto = class_dependent for fully labelled data, else none)")
-    train.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
-    train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threshold", type=float, default=None,
                        help="accept rows whose score exceeds this (default: the method's own reject rule)")
     train.add_argument("--register", default=None, metavar="NAME", help="also register the model under NAME")
-    train.add_argument("--tracking-uri", default=None,
-                       help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    train.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     train.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
     score = sub.add_parser("score", help="score a CSV/Parquet file with a logged model; write a review queue")
     score.add_argument("--model", required=True, help="MLflow model URI (models:/..., runs:/...)")
     score.add_argument("--input", required=True, help="CSV or Parquet file: feature columns, optional candidates")
     score.add_argument("--output", required=True, help="scored rows (.parquet); <stem>.review.parquet goes beside it")
-    score.add_argument("--tracking-uri", default=None,
-                       help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
+    score.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     score.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
     return parser
 
@@ -198,6 +198,8 @@ def cmd_train(args):
 
     result = train(
         dataset=args.dataset,
+        protocol=args.protocol,
+        noisy_bags=args.noisy_bags,
         method=args.method,
         method_params=args.method_params,
         features=args.features,

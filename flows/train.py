@@ -14,6 +14,8 @@ from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, st
 @flow(name="pll-train", log_prints=True)
 def train(
     dataset: str = "digits",
+    protocol: str = "none",
+    noisy_bags: bool = False,
     method: str = "pl_knn",
     method_params: dict | None = None,
     features: str = "minmax",
@@ -31,6 +33,7 @@ def train(
     labelled data set (every bag a single label, e.g. the built-in
     ``digits``) class-dependent partial labels, so that a demo trains on
     partial labels, and keeps the bags of a data set that already has them.
+    ``protocol`` and ``noisy_bags`` prepare the data as in the pipeline.
 
     ``threshold`` (e.g. one calibrated by a benchmark) replaces the method's
     own reject decision by ``score > threshold``.
@@ -43,6 +46,8 @@ def train(
     make_method(method, method_params)  # a bad name or parameter fails before any run is created
     config = {
         "dataset": dataset,
+        "protocol": protocol,
+        "noisy_bags": noisy_bags,
         "method": method,
         "method_params": method_params or {},
         "features": features,
@@ -54,7 +59,7 @@ def train(
     }
     run_id = start_run(tracking_uri, experiment, f"train-{method}-{dataset}", config, tags={"pll.kind": "training"})
     try:
-        ds = add_noise(ingest(dataset), noise, noise_params, seed)
+        ds = add_noise(ingest(dataset, protocol, noisy_bags), noise, noise_params, seed)
         fitted = fit(ds, method, method_params, features, seed, threshold)
         logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), registered_name)
     except BaseException:

@@ -357,6 +357,19 @@ def test_train_flow_logs_a_model_trained_on_partial_labels(trained):
 
 
 @pytest.mark.slow
+def test_train_flow_prepares_real_data_with_the_dst_pll_protocol(trained, shared_data):
+    from flows.train import train
+
+    uri = trained[0]
+    result = train(dataset=str(shared_data / "realworld" / "msrc-v2.mat"), protocol="dst-pll", method="pl_knn",
+                   tracking_uri=uri, experiment="train-score")
+    params = MlflowClient(uri).get_run(result["run_id"]).data.params
+    assert params["protocol"] == "dst-pll" and params["noise"] == "auto"
+    fitted, _ = load_model(result["model_uri"], uri)
+    assert fitted.estimator.S_train_.shape == (1663, 19)  # the protocol's rows and labels, its own bags
+
+
+@pytest.mark.slow
 def test_score_flow_writes_outputs_and_logs_a_linked_run(trained, tmp_path):
     from flows.score import score_one
 
