@@ -9,6 +9,7 @@ from sklearn.datasets import make_blobs
 
 import pll.neighbors.exact as exact_module
 import pll.neighbors.index as index_module
+import pll.neighbors.screening as screening_module
 from pll.errors import InvalidDataError, InvalidParameterError, NeighborsError, PllError
 from pll.neighbors import NeighborIndex, kneighbors
 from pll.neighbors.recall import measure_recall
@@ -106,9 +107,28 @@ def test_blocking_does_not_change_the_result(monkeypatch):
     whole = kneighbors(X, None, 6)
     monkeypatch.setattr(exact_module, "_BLOCK_BYTES", 2000)
     monkeypatch.setattr(exact_module, "_CHUNK_BYTES", 500)
+    monkeypatch.setattr(screening_module, "TILE_ROWS", 7)
+    monkeypatch.setattr(screening_module, "QUERY_BLOCK", 5)
     blocked = kneighbors(X, None, 6)
     np.testing.assert_array_equal(blocked.indices, whole.indices)
     np.testing.assert_array_equal(blocked.distances, whole.distances)
+
+
+def test_screening_keeps_each_querys_smallest_values_in_order(monkeypatch):
+    monkeypatch.setattr(screening_module, "TILE_ROWS", 13)
+    monkeypatch.setattr(screening_module, "QUERY_BLOCK", 4)
+    rng = np.random.default_rng(3)
+    X, Q = rng.normal(size=(100, 5)), rng.normal(size=(9, 5))
+    center = X.mean(axis=0)
+    A, _ = screening_module.screening_rows(X, center)
+    B, _ = screening_module.screening_queries(Q, center)
+    exclude = np.array([0, 5, -1, 99, 13, -1, 50, 7, 1])
+    values, indices = screening_module.smallest(A, B, 12, exclude)
+    full = (B.astype(np.float64) @ A.T.astype(np.float64))
+    full[np.arange(9)[exclude >= 0], exclude[exclude >= 0]] = np.inf
+    np.testing.assert_allclose(values, np.sort(full, axis=1)[:, :12], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.take_along_axis(full, indices, 1), values, rtol=1e-5, atol=1e-5)
+    assert (np.diff(values, axis=1) >= 0).all() and not (indices == exclude[:, None]).any()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ search on shards merges into exactly the result of exact search on the whole.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
+
+from .screening import screening_queries, screening_rows, smallest
 
 # Bytes of scratch memory a block of queries may use (candidate differences, distance rows).
 _BLOCK_BYTES = 64 * 2**20
@@ -90,7 +91,7 @@ def rounding_bound(sq_query, sq_max, d, *dtypes):
 
 
 class ExactIndex:
-    """Brute-force search over ``X_train`` (scikit-learn), certified and reranked in float64.
+    """Brute-force search over ``X_train``: float32 BLAS screening, certified and reranked in float64.
 
     Parameters
     ----------
@@ -99,7 +100,8 @@ class ExactIndex:
 
     def __init__(self, X_train):
         self.X_train = X_train
-        self._search = NearestNeighbors(algorithm="brute").fit(X_train)
+        self._center = X_train.mean(axis=0, dtype=np.float64) if X_train.shape[0] else 0.0
+        self._screen, self._screen_sq_max = screening_rows(X_train, self._center)
         self._sq_max = float(np.einsum("ij,ij->i", X_train, X_train, dtype=np.float64).max(initial=0.0))
 
     def search(self, Q, k, exclude=None):
@@ -123,8 +125,8 @@ class ExactIndex:
 
         Notes
         -----
-        scikit-learn's brute force proposes ``k + 8`` candidates from
-        BLAS-expanded distances.  A query is certified when its last candidate
+        The float32 screening of :mod:`pll.neighbors.screening` proposes
+        ``k + 8`` candidates.  A query is certified when its last candidate
         lies beyond the k-th by more than twice the rounding bound, so no
         row left out can belong to the top k; any other query (many ties,
         duplicates) is searched again over all rows within that bound.
@@ -140,15 +142,12 @@ class ExactIndex:
         for start in range(0, n_query, step):
             rows = slice(start, min(start + step, n_query))
             Qb, ex = Q[rows], exclude[rows]
-            approx, cand = self._search.kneighbors(Qb, width)
+            B, sq_q = screening_queries(Qb, self._center)
+            approx, cand = smallest(self._screen, B, width, ex)
             idx, dist = rerank(self.X_train, Qb, cand, kk, exclude=ex)
             if width < n_train:
-                a2 = approx.astype(np.float64) ** 2
-                valid = np.where(cand == ex[:, None], np.inf, a2)
-                kth = np.partition(valid, kk - 1, axis=1)[:, kk - 1]
-                sq_q = np.einsum("ij,ij->i", Qb, Qb, dtype=np.float64)
-                margin = 2 * rounding_bound(sq_q, self._sq_max, d, Q.dtype, self.X_train.dtype)
-                unsure = np.flatnonzero(~(a2.max(axis=1) > kth + margin))
+                margin = 2 * rounding_bound(sq_q, self._screen_sq_max, d, np.float32)
+                unsure = np.flatnonzero(~(approx[:, -1] > approx[:, kk - 1] + margin))
                 if unsure.size:
                     idx[unsure], dist[unsure] = self._search_all(Qb[unsure], kk, ex[unsure])
             indices[rows, :kk], distances[rows, :kk] = idx, dist

@@ -1,7 +1,7 @@
 """The nearest training row of every group (class), for each query: what a trust score measures.
 
-Exact search screens every (query, training row) pair once with a float32
-BLAS product and keeps only the minimum of each run of :data:`CHUNK` rows of
+Exact search screens every (query, training row) pair once with the float32
+BLAS product of :mod:`pll.neighbors.screening` and keeps only the minimum of each run of :data:`CHUNK` rows of
 one group.  A query's nearest row of a group lies in a chunk whose minimum
 is within twice the rounding bound of the group's best chunk; when that
 chunk is the only one, its rows are reranked in float64 (the same
@@ -19,6 +19,7 @@ from ..errors import InvalidDataError, InvalidParameterError
 from .backends import LOCAL_OPTIONS, check_options
 from .exact import ExactIndex, rerank, rounding_bound
 from .index import BACKENDS, COMMON_OPTIONS, NeighborIndex, check_features, check_queries
+from .screening import screening_queries, screening_rows
 
 CHUNK = 16
 """Rows of one group whose screening distances are reduced to one minimum."""
@@ -116,11 +117,9 @@ def _search_each_group(X_train, groups, n_groups, Q, exclude, backend, options):
 class GroupedExactIndex:
     """Exact nearest row of every group: float32 BLAS screening, certified float64 reranking.
 
-    The member rows are laid out group by group, each group padded to whole
-    chunks of :data:`CHUNK` rows, centered on their mean (so that the rounding
-    bound, which grows with the norms, stays small) and extended by their
-    squared norm: one matrix product then gives ``|x|^2 - 2 q.x``, which
-    orders a query's candidates as the distance does.
+    The member rows' screening rows (:mod:`pll.neighbors.screening`) are laid
+    out group by group, each group padded to whole chunks of :data:`CHUNK`
+    rows.
 
     Parameters
     ----------
@@ -146,13 +145,9 @@ class GroupedExactIndex:
         self.slot_of_row = np.full(n, -1, dtype=np.int64)
         self.slot_of_row[members] = slot
         self.pads = np.flatnonzero(self.rows < 0)
-        self.center = X_train[members].mean(axis=0) if members.size else np.zeros(d)
-        centered = X_train[members] - self.center
-        sq = np.einsum("ij,ij->i", centered, centered)
-        self.sq_max = float(sq.max(initial=0.0))
+        self.center = X_train[members].mean(axis=0, dtype=np.float64) if members.size else np.zeros(d)
         self.A = np.zeros((self.rows.size, d + 1), dtype=np.float32)
-        self.A[slot, :d] = centered
-        self.A[slot, d] = sq
+        self.A[slot], self.sq_max = screening_rows(X_train[members], self.center)
 
     def search(self, Q, exclude):
         """Nearest row of every group for each row of ``Q`` (see :func:`nearest_by_group`).
@@ -165,10 +160,8 @@ class GroupedExactIndex:
         distances = np.full((n_query, self.n_groups), np.inf)
         if self.rows.size == 0:
             return indices, distances
-        centered = Q - self.center
-        sq_q = np.einsum("ij,ij->i", centered, centered)
+        B, sq_q = screening_queries(Q, self.center)
         margin = 2 * rounding_bound(sq_q, self.sq_max, d, np.float32)
-        B = np.hstack([-2.0 * centered, np.ones((n_query, 1))]).astype(np.float32)
         excluded_slot = np.where(exclude >= 0, self.slot_of_row[exclude], -1)
         step = max(1, _BLOCK_BYTES // (4 * max(self.group_chunks[-1], min(_TILE_ROWS, self.rows.size))))
         crowded = [[] for _ in range(self.n_groups)]
