@@ -66,7 +66,14 @@ def eliminate(indices, bags, candidates, leads, m_table, scale):
     return labels, score, guess
 
 
-@njit(cache=True, nogil=True)
+# Explicit types compile the kernel on import, not on a first call inside concurrent task threads
+# (see pll/neighbors/screening.py).
+@njit(
+    "void(int64[:, ::1], uint8[:, ::1], boolean[:, ::1], int64[::1], float64[:, ::1], float64,"
+    " int64[::1], float64[::1], boolean[::1])",
+    cache=True,
+    nogil=True,
+)
 def _eliminate_kernel(indices, bags, candidates, leads, m_table, scale, labels, score, guess):
     n, T = indices.shape
     n_classes = candidates.shape[1]

@@ -154,7 +154,13 @@ def _lowest_label(x, word):
     return 64 * word + _popcount((x & (~x + _U1)) - _U1)
 
 
-@njit(cache=True, nogil=True)
+# Explicit types compile the kernel on import, not on a first call inside concurrent task threads
+# (see pll/neighbors/screening.py).
+@njit(
+    "void(int64[:, ::1], uint64[:, ::1], uint64[:, ::1], float64[:, ::1], float64[:, ::1], boolean[:, ::1])",
+    cache=True,
+    nogil=True,
+)
 def _combine_kernel(indices, bag_bits, query_bits, beliefs, plausibilities, fallback):
     n, k = indices.shape
     n_words = query_bits.shape[1]
