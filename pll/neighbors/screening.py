@@ -9,8 +9,12 @@ less ``|q|^2``, which orders a query's candidates as the distance does.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit
+from threadpoolctl import threadpool_limits
 
 # Training rows screened by one matrix product.
 TILE_ROWS = 4096
@@ -35,6 +39,10 @@ def screening_queries(Q, center):
 def smallest(A, B, width, exclude):
     """The ``width`` smallest screening values of each query and their training rows, ascending.
 
+    Blocks of :data:`QUERY_BLOCK` queries run on one thread per CPU, each with
+    a single-threaded BLAS: the insertion kernel then runs in parallel too, and
+    no BLAS thread pool has to wake up for every tile.
+
     Parameters
     ----------
     A : float32 array of shape (n_train, d + 1), from :func:`screening_rows`
@@ -53,14 +61,23 @@ def smallest(A, B, width, exclude):
     n_query = B.shape[0]
     values = np.full((n_query, width), np.inf, dtype=np.float32)
     indices = np.full((n_query, width), -1, dtype=np.int64)
-    tile = np.empty((min(QUERY_BLOCK, n_query), min(TILE_ROWS, A.shape[0])), dtype=np.float32)
-    for start in range(0, n_query, QUERY_BLOCK):
+
+    def screen_block(start):
         rows = slice(start, min(start + QUERY_BLOCK, n_query))
-        block = tile[: rows.stop - start]
+        tile = np.empty((rows.stop - start, min(TILE_ROWS, A.shape[0])), dtype=np.float32)
         for lo in range(0, A.shape[0], TILE_ROWS):
-            part = block[:, : min(TILE_ROWS, A.shape[0] - lo)]
+            part = tile[:, : min(TILE_ROWS, A.shape[0] - lo)]
             np.matmul(B[rows], A[lo : lo + part.shape[1]].T, out=part)
             _keep_smallest(part, lo, exclude[rows], values[rows], indices[rows])
+
+    starts = range(0, n_query, QUERY_BLOCK)
+    threads = min(len(starts), os.cpu_count() or 1)
+    if threads <= 1:
+        for start in starts:
+            screen_block(start)
+    else:
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+            list(pool.map(screen_block, starts))
     return values, indices
 
 
