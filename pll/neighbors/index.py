@@ -17,8 +17,8 @@ BACKENDS = ("auto", "exact", "nndescent", "dask")
 COMMON_OPTIONS = ("recall_sample", "random_state")
 AUTO_EXACT_MAX_ROWS = 50_000
 """``auto``: brute force up to this many training rows, nndescent beyond.  Own 10-NN graph plus queries
-(a tenth as many) on 32-d blobs: exact 0.2 / 1.0 / 3.8 / 13.6 s at 10k / 25k / 50k / 100k rows, warm
-nndescent 0.6 / 0.8 / 1.2 / 3.2 s at recall >= 0.997; but its first use in a process adds about 25 s of
+(a tenth as many) on 32-d blobs: exact 0.2 / 0.9 / 2.8 / 10.1 s at 10k / 25k / 50k / 100k rows, warm
+nndescent 0.6 / 0.7 / 1.3 / 2.6 s at recall >= 0.997; but its first use in a process adds about 25 s of
 numba compilation, which brute force outruns up to about 100k rows."""
 
 
