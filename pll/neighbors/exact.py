@@ -102,7 +102,6 @@ class ExactIndex:
         self.X_train = X_train
         self._center = X_train.mean(axis=0, dtype=np.float64) if X_train.shape[0] else 0.0
         self._screen, self._screen_sq_max = screening_rows(X_train, self._center)
-        self._sq_max = float(np.einsum("ij,ij->i", X_train, X_train, dtype=np.float64).max(initial=0.0))
 
     def search(self, Q, k, exclude=None):
         """Indices and float64 distances of the ``k`` nearest training rows of each row of ``Q``.
@@ -158,6 +157,7 @@ class ExactIndex:
         X = self.X_train
         d = X.shape[1]
         sq_train = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+        sq_max = float(sq_train.max())
         indices = np.empty((Q.shape[0], k), dtype=np.int64)
         distances = np.empty((Q.shape[0], k))
         for i in range(Q.shape[0]):
@@ -167,7 +167,7 @@ class ExactIndex:
             if exclude[i] >= 0:
                 d2[exclude[i]] = np.inf
             kth = np.partition(d2, k - 1)[k - 1]
-            near = np.flatnonzero(d2 <= kth + 2 * rounding_bound(sq_q, self._sq_max, d, Q.dtype, X.dtype))
+            near = np.flatnonzero(d2 <= kth + 2 * rounding_bound(sq_q, sq_max, d, Q.dtype, X.dtype))
             idx, dist = rerank(X, q, near[None], k)
             indices[i], distances[i] = idx[0], dist[0]
         return indices, distances
