@@ -19,9 +19,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextvars import copy_context
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.states import Failed
 
+from flows import LOG_PRINTS
 from flows.cluster import dask_cluster, on_dask
 from flows.pipeline import pipeline
 from pll.grid import load_grid, parse_grid, results_table, risk_figures, summarize, summary_tables
@@ -62,7 +63,7 @@ def _error(state) -> str:
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(state.message)
 
 
-@flow(name="pll-benchmark", log_prints=True)
+@flow(name="pll-benchmark", log_prints=LOG_PRINTS)
 def benchmark(
     grid: str | dict = "benchmarks/grids/smoke.yaml",
     dask_address: str | None = None,
@@ -89,7 +90,8 @@ def benchmark(
         tags = {GRID_KEY_TAG: spec.key, "pll.grid": spec.name}
         parent = start_run(tracking_uri, experiment, f"grid-{spec.name}", config, tags)
     todo = [cell for cell in spec.cells if cell.key not in finished]
-    print(f"grid {spec.name}: {len(spec.cells)} cells, {len(finished)} finished before, {len(todo)} to run "
+    logger = get_run_logger()
+    logger.info(f"grid {spec.name}: {len(spec.cells)} cells, {len(finished)} finished before, {len(todo)} to run "
           f"(MLflow experiment {experiment!r}, parent run {parent})")
     progress = GridProgress(len(spec.cells), len(finished), limit)
     cell_tables, failures = {}, []
@@ -103,7 +105,7 @@ def benchmark(
                                   "experiment": experiment, "dask_address": address, "run_tags": tags}
                     # Each cell a subflow of this flow: it runs in a copy of this thread's Prefect context.
                     futures[pool.submit(copy_context().run, run_cell, cell, parameters, address)] = cell
-                print(f"progress: {progress.line()}")
+                logger.info(f"progress: {progress.line()}")
                 for future in as_completed(futures):
                     cell, state = futures[future], future.result()
                     if state.is_completed():
@@ -113,8 +115,8 @@ def benchmark(
                     else:
                         failures.append({"cell": cell.key, "label": cell.label, "error": _error(state)})
                         progress.failed += 1
-                        print(f"cell failed: {cell.label}: {failures[-1]['error']}")
-                    print(f"progress: {progress.line()}")
+                        logger.warning(f"cell failed: {cell.label}: {failures[-1]['error']}")
+                    logger.info(f"progress: {progress.line()}")
             finally:
                 pool.shutdown(cancel_futures=True)  # interrupted: start no further cells
         for key, run_id in finished.items():

@@ -6,11 +6,13 @@ import argparse
 import json
 import logging
 import sys
+from contextlib import ExitStack
 
 import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
 from pll.errors import PllError
+from pll.neighbors.index import AUTO_EXACT_MAX_ROWS, BACKENDS, DEFAULT_BACKEND
 
-from .server import start_temporary_server
+from .server import temporary_server
 
 
 class _HideInputErrors(logging.Filter):
@@ -56,6 +58,15 @@ def _add_data_arguments(parser):
     parser.add_argument("--seed", type=int, default=0)
 
 
+def _add_knn_arguments(parser):
+    """The kNN backend of every neighbor search of a run: the methods', the features' and the trust score's."""
+    parser.add_argument("--knn-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                        help=f"kNN backend (default: {DEFAULT_BACKEND}: exact search up to "
+                        f"{AUTO_EXACT_MAX_ROWS:,} training rows, pynndescent beyond)")
+    parser.add_argument("--knn-options", type=_json_arg, default=None,
+                        help='JSON options of the kNN backend, e.g. \'{"n_trees": 32}\' for nndescent')
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="pll", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -68,8 +79,7 @@ def build_parser():
                      help="feature pipeline: minmax, standard, pca, pl_aknn_real, pl_aknn_vision (default: minmax)")
     run.add_argument("--method-features", type=_json_arg, default=None,
                      help='JSON method -> feature pipeline (default: \'{"pl_aknn": "pl_aknn_real"}\')')
-    run.add_argument("--knn-backend", default="exact", help="kNN backend (default: exact)")
-    run.add_argument("--knn-options", type=_json_arg, default=None, help="JSON options of the kNN backend")
+    _add_knn_arguments(run)
     run.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     run.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
     run.add_argument("--dask-address", default=None, help=_DASK_HELP)
@@ -86,6 +96,7 @@ def build_parser():
     train.add_argument("--method", default="pl_knn", help="method to fit (default: pl_knn)")
     train.add_argument("--method-params", type=_json_arg, default=None, help='JSON, e.g. \'{"n_neighbors": 5}\'')
     train.add_argument("--features", default="minmax", help="feature pipeline (default: minmax)")
+    _add_knn_arguments(train)
     train.add_argument("--threshold", type=float, default=None,
                        help="accept rows whose score exceeds this (default: the method's own reject rule)")
     train.add_argument("--register", default=None, metavar="NAME", help="also register the model under NAME")
@@ -203,6 +214,8 @@ def cmd_train(args):
         method=args.method,
         method_params=args.method_params,
         features=args.features,
+        knn_backend=args.knn_backend,
+        knn_options=args.knn_options,
         noise=args.noise,
         noise_params=args.noise_params,
         seed=args.seed,
@@ -244,12 +257,13 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     _quiet_input_errors()
     try:
-        if args.command in _ORCHESTRATED:
-            log = start_temporary_server()
-            if log is not None:
-                print(f"Prefect: temporary local server (its log: {log})")
-        return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train, "score": cmd_score,
-                "benchmark": cmd_benchmark}[args.command](args)
+        with ExitStack() as stack:
+            if args.command in _ORCHESTRATED:
+                log = stack.enter_context(temporary_server())
+                if log is not None:
+                    print(f"Prefect: temporary local server (its log: {log})")
+            return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
+                    "score": cmd_score, "benchmark": cmd_benchmark}[args.command](args)
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 LOCAL = "local"
+LOOPBACK = "127.0.0.1"
 
 
 @contextmanager
@@ -21,7 +22,8 @@ def dask_cluster(dask_address: str | None):
         return
     from distributed import LocalCluster
 
-    with LocalCluster(dashboard_address=":0") as cluster:  # ":0": any free port, no clash with other clusters
+    # Loopback only (the workers' ports accept pickled tasks); ":0": any free port, no clash with other clusters.
+    with LocalCluster(host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0") as cluster:
         yield cluster.scheduler_address
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from prefect import flow
 
+from flows import LOG_PRINTS
 from pll.experiment import group_by_features, make_split
+from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import metrics_table
 from tasks.evaluate import evaluate, prediction_frames
 from tasks.features import split_and_featurize
@@ -20,7 +22,7 @@ DEFAULT_METHODS = ("pl_knn", "dst_pll", "pl_aknn")
 DEFAULT_METHOD_FEATURES = {"pl_aknn": "pl_aknn_real"}
 
 
-@flow(name="pll-pipeline", log_prints=True)
+@flow(name="pll-pipeline", log_prints=LOG_PRINTS)
 def pipeline(
     dataset: str = "digits",
     protocol: str = "none",
@@ -33,7 +35,7 @@ def pipeline(
     features: str = "minmax",
     method_features: dict[str, str] | None = None,
     val_fraction: float = 0.2,
-    knn_backend: str = "exact",
+    knn_backend: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
     tracking_uri: str | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
@@ -77,14 +79,15 @@ def pipeline(
         rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
         outputs, upstream = [], []
         for group_features, group in groups.items():
-            split = split_and_featurize.submit(ds, rows, group_features)
+            split = split_and_featurize.submit(ds, rows, group_features, knn_backend, knn_options)
             k = neighbors_needed({m: method_params[m] for m in group})
             neighbors = find_neighbors.submit(split, rows, k, knn_backend, knn_options)
             knn_logged = log_neighbors.submit(tracking_uri, run_id, group_features, neighbors)
             native = [run_method.submit(m, method_params[m], split, rows, neighbors, seed) for m in group]
             # Every method is evaluated a second time with the trust score as its reject option.
             outputs += native + [
-                trust_option.submit(o, split, rows, knn_backend=knn_backend, knn_options=knn_options) for o in native
+                trust_option.submit(o, split, rows, neighbors, knn_backend=knn_backend, knn_options=knn_options)
+                for o in native
             ]
             upstream += [split, neighbors, knn_logged]
         for future in upstream:  # a failed stage raises its own error, not the methods' "upstream not ready"

@@ -14,13 +14,14 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from flows import LOG_PRINTS
 from pll.errors import FilesFailedError
 from pll.scoring import file_fingerprint, folder_output, pending_files, read_ledger, write_ledger
 from tasks.scoring import link_model, load, log_scoring, score
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, start_run
 
 
-@flow(name="pll-score", log_prints=True)
+@flow(name="pll-score", log_prints=LOG_PRINTS)
 def score_one(
     model_uri: str,
     input: str,
@@ -38,7 +39,7 @@ def score_one(
     return _score_and_log(fitted, source, input, output, tracking_uri, experiment)
 
 
-@flow(name="pll-score-folder", log_prints=True)
+@flow(name="pll-score-folder", log_prints=LOG_PRINTS)
 def score_folder(
     model_uri: str,
     input_dir: str,
@@ -102,7 +103,7 @@ def _score_and_log(fitted, source, input_path, output_path, tracking_uri, experi
         end_run(tracking_uri, run_id, "FAILED")
         raise
     end_run(tracking_uri, run_id)
-    print(f"{input_path}: {summary['accepted']} accepted, {summary['rejected']} rejected -> {output_path}")
+    get_run_logger().info(f"{input_path}: {summary['accepted']} accepted, {summary['rejected']} rejected -> {output_path}")
     return {**summary, "run_id": run_id}
 
 

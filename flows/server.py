@@ -36,20 +36,31 @@ def _descriptors_to(path):
                 os.close(fd)
 
 
-def start_temporary_server() -> Path | None:
-    """Start the temporary server unless a server is configured; return its log file.
+@contextmanager
+def temporary_server():
+    """Start the temporary server unless a server is configured; yield its log file (or None).
 
     Prefect reuses the running instance for the rest of the process and stops
-    it at exit.
+    it at exit.  Inside the block its address is this process's
+    ``PREFECT_API_URL`` (in Prefect's settings and in the environment), so that
+    Dask workers, which receive the settings with each task or inherit the
+    environment, report to this server instead of starting their own.
     """
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, PREFECT_HOME
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
 
     if PREFECT_API_URL.value():
-        return None
+        yield None
+        return
     home = Path(PREFECT_HOME.value())
     home.mkdir(parents=True, exist_ok=True)
     log = home / "temporary-server.log"
+    server = SubprocessASGIServer()
     with _descriptors_to(log):
-        SubprocessASGIServer().start()
-    return log
+        server.start()
+    os.environ[PREFECT_API_URL.name] = server.api_url
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            yield log
+    finally:
+        del os.environ[PREFECT_API_URL.name]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from prefect import flow
 
+from flows import LOG_PRINTS
 from pll.methods import make_method
+from pll.neighbors import DEFAULT_BACKEND
 from tasks.ingest import ingest
 from tasks.models import fit, input_example, log_model
 from tasks.noise import add_noise
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, start_run
 
 
-@flow(name="pll-train", log_prints=True)
+@flow(name="pll-train", log_prints=LOG_PRINTS)
 def train(
     dataset: str = "digits",
     protocol: str = "none",
@@ -19,6 +21,8 @@ def train(
     method: str = "pl_knn",
     method_params: dict | None = None,
     features: str = "minmax",
+    knn_backend: str = DEFAULT_BACKEND,
+    knn_options: dict | None = None,
     noise: str = "auto",
     noise_params: dict | None = None,
     seed: int = 0,
@@ -34,6 +38,9 @@ def train(
     ``digits``) class-dependent partial labels, so that a demo trains on
     partial labels, and keeps the bags of a data set that already has them.
     ``protocol`` and ``noisy_bags`` prepare the data as in the pipeline.
+
+    Every neighbor search of the model (its features', its method's, at
+    training and at scoring time) uses ``knn_backend`` with ``knn_options``.
 
     ``threshold`` (e.g. one calibrated by a benchmark) replaces the method's
     own reject decision by ``score > threshold``.
@@ -51,6 +58,8 @@ def train(
         "method": method,
         "method_params": method_params or {},
         "features": features,
+        "knn_backend": knn_backend,
+        "knn_options": knn_options or {},
         "noise": noise,
         "noise_params": noise_params or {},
         "seed": seed,
@@ -60,7 +69,7 @@ def train(
     run_id = start_run(tracking_uri, experiment, f"train-{method}-{dataset}", config, tags={"pll.kind": "training"})
     try:
         ds = add_noise(ingest(dataset, protocol, noisy_bags), noise, noise_params, seed)
-        fitted = fit(ds, method, method_params, features, seed, threshold)
+        fitted = fit(ds, method, method_params, features, seed, threshold, knn_backend, knn_options)
         logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), registered_name)
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")

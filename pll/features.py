@@ -16,9 +16,10 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 from .data import PartialLabelDataset
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
-from .neighbors import kneighbors
+from .neighbors import kneighbors, use_backend
 
 _EPS = 1e-12
+_BLOCK_BYTES = 32 * 2**20  # memory of one block of gathered neighbor rows
 VARIANTS = {"real-world": 0.1, "vision": 0.25}  # variant -> default smoothing strength alpha
 
 
@@ -73,14 +74,16 @@ class FeatureSplit:
     params: dict = field(default_factory=dict)
 
 
-def featurize(ds, train_rows, test_rows, name="minmax", params=None):
+def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="exact", knn_params=None):
     """Fit the named feature pipeline on the training rows of ``ds`` and transform both parts.
 
     ``test_rows`` may be any rows treated as new (test or validation rows).
+    A pipeline that searches neighbors (PL A-kNN's preprocessing) does so with
+    the backend ``knn`` and its options ``knn_params``, unless ``params`` set them.
     """
     params = dict(params or {})
     train, test = ds.subset(train_rows), ds.subset(test_rows)
-    transformer = make_features(name, **params)
+    transformer = use_backend(make_features(name, **params), knn, knn_params, keep=params)
     X_train = np.asarray(transformer.fit_transform(train.X), dtype=np.float64)
     X_test = np.asarray(transformer.transform(test.X), dtype=np.float64)
     return FeatureSplit(
@@ -230,7 +233,11 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         sigma = np.median(nb.distances, axis=1, keepdims=True) + _EPS
         w = np.exp(-(nb.distances**2) / (2.0 * sigma**2))
         w /= w.sum(axis=1, keepdims=True) + _EPS
-        mean = np.einsum("qk,qkd->qd", w, neighbor_rows[nb.indices])
+        mean = np.empty_like(Z)
+        step = max(1, _BLOCK_BYTES // (8 * nb.indices.shape[1] * Z.shape[1]))
+        for lo in range(0, Z.shape[0], step):  # the gathered (rows, k, d) neighbors, a block at a time
+            rows = slice(lo, lo + step)
+            mean[rows] = np.einsum("qk,qkd->qd", w[rows], neighbor_rows[nb.indices[rows]])
         return _l2_rows((1.0 - self.alpha_) * Z + self.alpha_ * mean)
 
     def _density(self, smoothed, query):

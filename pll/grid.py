@@ -20,7 +20,7 @@ The grid is the cross product of the lists in the file::
       dst_pll: {}
     method_features: {}          # optional; method name -> its feature pipeline
     features: minmax             # default: minmax; one pipeline or a list
-    knn_backend: exact           # default: exact; one backend or a list
+    knn_backend: auto            # default: auto; one backend or a list
     knn_options: {}              # options of the kNN backend (not expanded)
     val_fraction: 0.2            # validation hold-out inside the training rows
 
@@ -65,7 +65,7 @@ from .plots import risk_figure
 from .tables import significance_table
 from .features import FEATURE_PIPELINES
 from .methods import METHODS, make_method
-from .neighbors import BACKENDS
+from .neighbors import BACKENDS, DEFAULT_BACKEND
 from .noise import NOISE_MODELS
 
 DEFAULT_EXPERIMENT = "pll-benchmark"
@@ -214,7 +214,7 @@ def parse_grid(spec, source="<grid>") -> Grid:
         if not _is_int(seed) or seed < 0:
             raise bad(f"seeds[{i}]", f"must be a non-negative integer, got {seed!r}")
     features = _choices(spec.get("features", "minmax"), "features", FEATURE_PIPELINES, bad)
-    backends = _choices(spec.get("knn_backend", "exact"), "knn_backend", BACKENDS, bad)
+    backends = _choices(spec.get("knn_backend", DEFAULT_BACKEND), "knn_backend", BACKENDS, bad)
     knn_options = spec.get("knn_options") or {}
     if not isinstance(knn_options, dict):
         raise bad("knn_options", f"must be a mapping of option names to values, got {knn_options!r}")

@@ -27,6 +27,7 @@ from .data.tabular import CANDIDATES
 from .errors import DataFileError, InvalidDataError, InvalidParameterError
 from .features import make_features
 from .methods import make_method
+from .neighbors import use_backend
 
 TABLE_FORMATS = (".csv", ".parquet")
 ROW = "row"
@@ -110,11 +111,14 @@ class FittedModel:
         return frame
 
 
-def fit_model(ds, method, params=None, features="minmax", random_state=None, threshold=None) -> FittedModel:
+def fit_model(ds, method, params=None, features="minmax", random_state=None, threshold=None, knn="exact",
+              knn_params=None) -> FittedModel:
     """Fit the feature pipeline and ``method`` (with ``params``) on every row of ``ds``.
 
     ``threshold``, when given, replaces the method's own reject decision by
-    ``score > threshold``.
+    ``score > threshold``.  Neighbor searches of the features and of the
+    method (now and when scoring) use the backend ``knn`` with ``knn_params``,
+    unless ``params`` set the method's own.
 
     Examples
     --------
@@ -130,9 +134,10 @@ def fit_model(ds, method, params=None, features="minmax", random_state=None, thr
     """
     names = tuple(feature_names(ds))
     check_no_clash(names, (ROW, CANDIDATES, "label", "accept", "score", "guess"), ds.name)
-    transformer = make_features(features)
+    transformer = use_backend(make_features(features), knn, knn_params)
     X = np.asarray(transformer.fit_transform(ds.X), dtype=np.float64)
-    estimator = make_method(method, params, random_state=random_state).fit(X, ds.S)
+    estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_params, keep=params or {})
+    estimator.fit(X, ds.S)
     classes = np.asarray(ds.classes).astype(str)
     if threshold is not None and not np.isfinite(threshold):
         raise InvalidParameterError(f"threshold must be a finite number, got {threshold!r}")

@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import RejectPrediction
 from .neighbors import kneighbors, nearest_by_group
+from .neighbors.result import check_indices
 
 FILTERS = ("none", "density", "uncertainty")
 
@@ -254,12 +255,16 @@ class TrustScore(BaseEstimator):
             ``+inf`` for classes with an empty set.
         """
         self._check_fitted()
-        X = _as_rows(X, "TrustScore query rows")
-        if X.shape[1] != self.X_.shape[1]:
-            raise InvalidDataError(f"query rows have {X.shape[1]} features but the training rows {self.X_.shape[1]}")
+        X = self._check_queries(X)
         if X.shape[0] == 0:
             return np.empty((0, self.classes_.size))
         return self._nearest_sets(X)
+
+    def _check_queries(self, X):
+        X = _as_rows(X, "TrustScore query rows")
+        if X.shape[1] != self.X_.shape[1]:
+            raise InvalidDataError(f"query rows have {X.shape[1]} features but the training rows {self.X_.shape[1]}")
+        return X
 
     def training_distances(self):
         """:meth:`distances` of the training rows, each excluded from its own class set by index.
@@ -271,11 +276,15 @@ class TrustScore(BaseEstimator):
         self._check_fitted()
         return self._nearest_sets(None)
 
-    def _nearest_sets(self, X_query):
-        """Distances from each query row (None: the training rows, each left out by index) to every class set."""
+    def _nearest_sets(self, X_query, exclude=None):
+        """Distances from each query row (None: the training rows, each left out by index) to every class set.
+
+        ``exclude``: with ``X_query``, a training row left out for each query (-1: none).
+        """
         groups = np.where(self.kept_, self.labels_, -1)
         options = dict(self.knn_params or {})
-        return nearest_by_group(self.X_, groups, self.classes_.size, X_query, self.knn, **options)[1]
+        return nearest_by_group(self.X_, groups, self.classes_.size, X_query, self.knn, exclude=exclude,
+                                **options)[1]
 
     def _ratio(self, D, predicted, return_closest):
         if predicted.size != D.shape[0]:
@@ -295,7 +304,7 @@ class TrustScore(BaseEstimator):
             return score, self.classes_[closest]
         return score
 
-    def score(self, X, predicted, return_closest=False):
+    def score(self, X, predicted, return_closest=False, neighbors=None):
         """Trust score of each prediction.
 
         Parameters
@@ -305,6 +314,14 @@ class TrustScore(BaseEstimator):
             Predicted labels (values of ``classes_``), e.g. from any classifier.
         return_closest : bool, default=False
             Also return ``h̃``, the nearest class other than the prediction.
+        neighbors : NeighborResult, optional
+            The nearest training rows of ``X`` among the rows given to
+            :meth:`fit`, in the same features (e.g. those a kNN method
+            already searched): rows whose lists settle both distances take
+            them from there, the others are searched (see
+            :meth:`_ratio_from_neighbors`).  The result is the same as without
+            them when the lists are exact; approximate lists give scores as
+            good as their recall.
 
         Returns
         -------
@@ -312,10 +329,17 @@ class TrustScore(BaseEstimator):
         closest : ndarray of shape (n,)
             Only with ``return_closest``.
         """
-        D = self.distances(X)
-        return self._ratio(D, _codes(predicted, self.classes_, "predicted labels"), return_closest)
+        if neighbors is None:
+            D = self.distances(X)
+            return self._ratio(D, _codes(predicted, self.classes_, "predicted labels"), return_closest)
+        self._check_fitted()
+        X = self._check_queries(X)
+        codes = _codes(predicted, self.classes_, "predicted labels")
+        if codes.size != X.shape[0]:
+            raise InvalidDataError(f"{codes.size} predicted labels for {X.shape[0]} rows")
+        return self._ratio_from_neighbors(X, codes, neighbors, return_closest)
 
-    def score_training(self, predicted=None, return_closest=False):
+    def score_training(self, predicted=None, return_closest=False, neighbors=None):
         """Trust scores of the training rows, each excluded from its own class set.
 
         Parameters
@@ -323,6 +347,8 @@ class TrustScore(BaseEstimator):
         predicted : array of shape (n,), optional
             Default: the labels given to :meth:`fit`.
         return_closest : bool, default=False
+        neighbors : NeighborResult, optional
+            The training rows' own neighbors (each row excluded), as in :meth:`score`.
 
         Returns
         -------
@@ -334,7 +360,51 @@ class TrustScore(BaseEstimator):
         codes = self.labels_ if predicted is None else _codes(predicted, self.classes_, "predicted labels")
         if codes.size != self.X_.shape[0]:
             raise InvalidDataError(f"{codes.size} predicted labels for {self.X_.shape[0]} training rows")
+        if neighbors is not None:
+            return self._ratio_from_neighbors(None, codes, neighbors, return_closest)
         return self._ratio(self.training_distances(), codes, return_closest)
+
+    def _ratio_from_neighbors(self, X_query, codes, neighbors, return_closest):
+        """:meth:`_ratio` of each query (None: the training rows) from its neighbor list where it settles it.
+
+        A list holds a query's ``k`` nearest training rows, nearest first, so
+        the first member of a class set in it is that set's nearest row.  The
+        score needs two distances, to the predicted class's set and to the
+        nearest other set: a list that holds members of both settles them.
+        Naming ``h̃`` also needs that other member to be nearer than the
+        list's last row (beyond it a row of a lower class may lie at the same
+        distance).  The queries left are searched by :meth:`_nearest_sets`.
+        """
+        n = codes.size
+        nb = neighbors.take(neighbors.k, n, self_excluded=X_query is None)
+        check_indices(nb.indices, self.X_.shape[0])
+        groups = np.where(self.kept_, self.labels_, -1)
+        member = groups[nb.indices]
+        own_hit = member == codes[:, None]
+        other_hit = (member >= 0) & ~own_hit
+        rows = np.arange(n)
+        own = nb.distances[rows, own_hit.argmax(axis=1)]
+        other = nb.distances[rows, other_hit.argmax(axis=1)]
+        settled = own_hit.any(axis=1) & other_hit.any(axis=1)
+        with np.errstate(invalid="ignore"):
+            score = other / (own + self.min_dist)
+        closest = None
+        if return_closest:
+            settled &= other < nb.distances[:, -1]
+            tied = other_hit & (nb.distances == other[:, None])
+            closest = np.where(tied, member, self.classes_.size).min(axis=1)
+        rest = np.flatnonzero(~settled)
+        if rest.size:
+            if X_query is None:
+                D = self._nearest_sets(self.X_[rest], exclude=rest)
+            else:
+                D = self._nearest_sets(X_query[rest])
+            found = self._ratio(D, codes[rest], return_closest)
+            if return_closest:
+                score[rest], closest[rest] = found[0], np.searchsorted(self.classes_, found[1])
+            else:
+                score[rest] = found
+        return (score, self.classes_[closest]) if return_closest else score
 
 
 # --- The trust score as a reject option of a partial-label method ---------------------------------

@@ -6,7 +6,10 @@ from pll.features import featurize
 from tasks.caching import CACHED, RETRIES
 
 
-@task(name="features", **CACHED, **RETRIES)
-def split_and_featurize(ds, rows, features: str):
-    """Fit the ``features`` pipeline on the training rows of ``rows`` and transform train and test."""
-    return featurize(ds, rows.train, rows.test, features)
+@task(name="features", **CACHED, **RETRIES, task_run_name="features-{features}")
+def split_and_featurize(ds, rows, features: str, knn_backend: str, knn_options: dict | None):
+    """Fit the ``features`` pipeline on the training rows of ``rows`` and transform train and test.
+
+    Pipelines that search neighbors use the run's kNN backend.
+    """
+    return featurize(ds, rows.train, rows.test, features, knn=knn_backend, knn_params=knn_options)

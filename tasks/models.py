@@ -57,9 +57,11 @@ class PllPyfuncModel(mlflow.pyfunc.PythonModel):
 
 
 @task(name="fit-model", cache_policy=NO_CACHE, task_run_name="fit-{method}")
-def fit(ds, method: str, params: dict | None, features: str, seed: int, threshold: float | None = None) -> FittedModel:
+def fit(ds, method: str, params: dict | None, features: str, seed: int, threshold: float | None = None,
+        knn_backend: str = "exact", knn_options: dict | None = None) -> FittedModel:
     """Fit ``features`` and ``method`` on every row of ``ds`` (see :func:`pll.scoring.fit_model`)."""
-    return fit_model(ds, method, params, features, random_state=seed, threshold=threshold)
+    return fit_model(ds, method, params, features, random_state=seed, threshold=threshold, knn=knn_backend,
+                     knn_params=knn_options)
 
 
 def input_example(ds, rows=EXAMPLE_ROWS) -> pd.DataFrame:

@@ -20,7 +20,7 @@ class NeighborSet:
     val: NeighborResult
 
 
-@task(name="neighbors", **CACHED, **RETRIES)
+@task(name="neighbors", **CACHED, **RETRIES, task_run_name="neighbors-{split.features}")
 def find_neighbors(split, rows, k: int, backend: str, options: dict | None) -> NeighborSet:
     """``k`` neighbors for every query set of the split (validation indices refer to ``rows.fit``).
 
@@ -55,7 +55,7 @@ def neighbor_metrics(features: str, neighbors: NeighborSet) -> dict:
     return metrics
 
 
-@task(name="log-neighbors", cache_policy=NO_CACHE)
+@task(name="log-neighbors", cache_policy=NO_CACHE, task_run_name="log-neighbors-{features}")
 def log_neighbors(tracking_uri: str, run_id: str, features: str, neighbors: NeighborSet):
     """Log the neighbor stage of one feature pipeline: backend used, seconds, recall."""
     client = MlflowClient(tracking_uri)

@@ -6,9 +6,11 @@ import warnings
 
 from prefect import task
 
+from pll.neighbors import DEFAULT_BACKEND
 from pll.trust_score import DEFAULT_CLASS_SETS, DEFAULT_THRESHOLD, partial_label_trust, with_trust
 from tasks.caching import CACHED, RETRIES
 from tasks.methods import MethodOutput
+from tasks.neighbors import NeighborSet
 
 
 @task(name="trust", **CACHED, **RETRIES, task_run_name="trust-{output.method}")
@@ -16,9 +18,10 @@ def trust_option(
     output: MethodOutput,
     split,
     rows,
+    neighbors: NeighborSet,
     class_sets: str = DEFAULT_CLASS_SETS,
     threshold: float = DEFAULT_THRESHOLD,
-    knn_backend: str = "exact",
+    knn_backend: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
 ) -> MethodOutput:
     """``output`` with the trust score (in the method's features) as its reject option.
@@ -28,6 +31,8 @@ def trust_option(
     from its own class set); validation rows, like the hold-out model that
     predicted them, only see the fitting rows ``rows.fit`` — with the labels
     of the full model's disambiguation, the only one the method output holds.
+    The method's ``neighbors`` (same features, same training rows) settle most
+    rows' distances; only the others are searched with the kNN backend.
     """
     params = {"knn": knn_backend, "knn_params": dict(knn_options or {})}
     S, train = split.train.S, output.train
@@ -41,8 +46,10 @@ def trust_option(
     return MethodOutput(
         output.method,
         output.features,
-        test=with_trust(output.test, full.score(split.X_test, output.test.labels), threshold),
-        train=with_trust(train, full.score_training(train.labels), threshold),
-        val=with_trust(output.val, holdout.score(split.X_train[rows.val], output.val.labels), threshold),
+        test=with_trust(output.test, full.score(split.X_test, output.test.labels, neighbors=neighbors.test), threshold),
+        train=with_trust(train, full.score_training(train.labels, neighbors=neighbors.train), threshold),
+        val=with_trust(
+            output.val, holdout.score(split.X_train[rows.val], output.val.labels, neighbors=neighbors.val), threshold
+        ),
         option="trust",
     )

@@ -57,7 +57,7 @@ def test_pipeline_parameters_run_one_method():
     assert params == {
         "dataset": "iris", "protocol": "none", "noisy_bags": False, "noise": "auto", "noise_params": {}, "seed": 0,
         "methods": ["pl_aknn"],
-        "method_params": {"pl_aknn": {"c1": 0.3}}, "features": "pl_aknn_real", "knn_backend": "exact",
+        "method_params": {"pl_aknn": {"c1": 0.3}}, "features": "pl_aknn_real", "knn_backend": "auto",
         "knn_options": {"n_jobs": 1}, "val_fraction": 0.25,
     }
     assert cell.label == "iris / auto / pl_aknn(c1=0.3) / seed 0"

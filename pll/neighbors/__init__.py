@@ -9,7 +9,9 @@ every group (class) in one search, for trust scores.
 """
 
 from .grouped import nearest_by_group
-from .index import BACKENDS, NeighborIndex, kneighbors
+from .index import BACKENDS, DEFAULT_BACKEND, NeighborIndex, kneighbors, use_backend
 from .result import NeighborResult
 
-__all__ = ["BACKENDS", "NeighborIndex", "NeighborResult", "kneighbors", "nearest_by_group"]
+__all__ = [
+    "BACKENDS", "DEFAULT_BACKEND", "NeighborIndex", "NeighborResult", "kneighbors", "nearest_by_group", "use_backend"
+]

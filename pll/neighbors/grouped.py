@@ -33,7 +33,7 @@ _TILE_ROWS = 4096
 _BLOCK_BYTES = 32 * 2**20
 
 
-def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", **options):
+def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *, exclude=None, **options):
     """Index and distance of the nearest training row of every group, for each query row.
 
     Parameters
@@ -48,6 +48,9 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
         ``exact`` searches all groups in one pass (see the module); the
         others run one :class:`~pll.neighbors.NeighborIndex` search per group;
         ``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS` training rows.
+    exclude : int array of shape (n_queries,), optional
+        With ``X_query``: a training row never returned for each query, -1 for
+        none (e.g. training rows given as queries, each excluding itself).
     **options
         Options of :class:`~pll.neighbors.NeighborIndex` (approximate backends).
 
@@ -80,7 +83,11 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
     if X_query is None:
         Q, exclude = X_train, np.arange(X_train.shape[0])
     else:
-        Q, exclude = check_queries(X_query, X_train.shape[1]), np.full(X_query.shape[0], -1)
+        Q = check_queries(X_query, X_train.shape[1])
+        exclude = np.full(Q.shape[0], -1) if exclude is None else np.asarray(exclude)
+        if exclude.shape != (Q.shape[0],) or not np.issubdtype(exclude.dtype, np.integer):
+            raise InvalidDataError(f"exclude must be an int array of shape ({Q.shape[0]},), got {exclude.shape}")
+        exclude = exclude.astype(np.int64)
     if backend not in BACKENDS:
         raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if backend == "auto":

@@ -13,6 +13,9 @@ from .recall import measure_recall
 from .result import NeighborResult
 
 BACKENDS = ("auto", "exact", "nndescent", "dask")
+DEFAULT_BACKEND = "auto"
+"""The backend of runs that name none (``pll run``, ``pll train``, grids): exact search while it is
+fast, approximate search beyond, so that big data gets approximate search without asking for it."""
 # Options every backend takes: the recall sample and the seed.
 COMMON_OPTIONS = ("recall_sample", "random_state")
 AUTO_EXACT_MAX_ROWS = 50_000
@@ -48,6 +51,19 @@ def check_queries(X_query, n_features):
     if Q.shape[1] != n_features:
         raise InvalidDataError(f"query rows have {Q.shape[1]} features but training rows have {n_features}")
     return Q
+
+
+def use_backend(estimator, backend, options=None, keep=()):
+    """Point the neighbor searches of ``estimator`` (its ``knn`` and ``knn_params``) at ``backend``.
+
+    Parameters named in ``keep`` (e.g. set explicitly by the user) stay as
+    they are; an estimator without these parameters searches no neighbors
+    and is returned unchanged.
+    """
+    params = estimator.get_params(deep=False)
+    updates = {"knn": backend, "knn_params": dict(options or {})}
+    updates = {name: value for name, value in updates.items() if name in params and name not in keep}
+    return estimator.set_params(**updates) if updates else estimator
 
 
 def choose_backend(n_train):

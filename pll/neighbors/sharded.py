@@ -128,7 +128,7 @@ class ShardedIndex:
     k : int
         The most neighbors any search will ask for.
     n_shards : int, optional
-        Default: one per worker.
+        Default: one per worker; never more than the training rows.
     shard_backend : {"exact", "nndescent"}, default="exact"
     address : str, optional
         Scheduler of an existing Dask cluster.  Without ``address`` or
@@ -177,8 +177,10 @@ class ShardedIndex:
         self.client = client
         n_train = X_train.shape[0]
         n_shards = n_shards or max(1, len(self.client.scheduler_info()["workers"]))
-        if not isinstance(n_shards, (int, np.integer)) or not 1 <= n_shards <= n_train:
-            raise InvalidParameterError(f"n_shards must be an integer from 1 to {n_train}, got {n_shards!r}")
+        if isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < 1:
+            raise InvalidParameterError(f"n_shards must be a positive integer, got {n_shards!r}")
+        # A training set smaller than the shard count (a small class set) is searched in fewer shards.
+        n_shards = min(int(n_shards), n_train)
         bounds = np.linspace(0, n_train, n_shards + 1).astype(int)
         self._token = uuid.uuid4().hex
         # The rows travel inside the build tasks on purpose: that is what lets Dask rerun them.
