@@ -12,7 +12,7 @@ import flows  # noqa: F401  (sets Prefect's environment before Prefect is import
 from pll.errors import PllError
 from pll.neighbors.index import AUTO_EXACT_MAX_ROWS, BACKENDS, DEFAULT_BACKEND
 
-from .server import temporary_server
+from .server import TemporaryServerError, temporary_server
 
 
 class _HideInputErrors(logging.Filter):
@@ -267,6 +267,9 @@ def main(argv=None):
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2
+    except TemporaryServerError as exc:
+        print(f"pll: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

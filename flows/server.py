@@ -36,6 +36,15 @@ def _descriptors_to(path):
                 os.close(fd)
 
 
+STARTUP_TIMEOUT_SECONDS = 180
+"""How long the temporary server may take to start, unless ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``
+is set: Prefect's own default of 20 s is missed on a loaded two-core machine (6-15 s when idle)."""
+
+
+class TemporaryServerError(RuntimeError):
+    """Prefect's temporary server did not start."""
+
+
 @contextmanager
 def temporary_server():
     """Start the temporary server unless a server is configured; yield its log file (or None).
@@ -47,7 +56,12 @@ def temporary_server():
     environment, report to this server instead of starting their own.
     """
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_HOME,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        temporary_settings,
+    )
 
     if PREFECT_API_URL.value():
         yield None
@@ -56,8 +70,18 @@ def temporary_server():
     home.mkdir(parents=True, exist_ok=True)
     log = home / "temporary-server.log"
     server = SubprocessASGIServer()
-    with _descriptors_to(log):
-        server.start()
+    timeout_setting = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+    timeout = timeout_setting.value() if timeout_setting.name in os.environ else STARTUP_TIMEOUT_SECONDS
+    try:
+        with _descriptors_to(log):
+            server.start(timeout=timeout)
+    except RuntimeError:
+        server.stop()
+        raise TemporaryServerError(
+            f"Prefect's temporary server did not start within {timeout} s "
+            f"(its log: {log}); set {timeout_setting.name} to wait longer, "
+            "or start a server (prefect server start) and point PREFECT_API_URL at it"
+        ) from None
     os.environ[PREFECT_API_URL.name] = server.api_url
     try:
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):

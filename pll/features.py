@@ -16,7 +16,7 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 from .data import PartialLabelDataset
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
-from .neighbors import kneighbors, use_backend
+from .neighbors import NeighborIndex, kneighbors, use_backend
 
 _EPS = 1e-12
 _BLOCK_BYTES = 32 * 2**20  # memory of one block of gathered neighbor rows
@@ -189,7 +189,8 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
                 f"PlAknnPreprocessor: fitted on {self.n_features_in_} features, got {X.shape[1]}"
             )
         Z = self._project(X)
-        smoothed = self._smooth(Z, self.smoothed_, self._neighbors(self.smoothed_, Z, self.smooth_k))
+        n = self.smoothed_.shape[0]
+        smoothed = self._smooth(Z, self.smoothed_, self._smoothed_index().kneighbors(Z, min(self.smooth_k, n)))
         return self._density(smoothed, smoothed)
 
     def _fit(self, X):
@@ -214,7 +215,9 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
             n_components = min(self.n_components, X.shape[0], X.shape[1])
             self.pca_ = PCA(n_components=n_components, svd_solver="full").fit(X - self.mean_)
         Z = self._project(X)
-        self.smoothed_ = self._smooth(Z, Z, self._neighbors(Z, None, self.smooth_k))
+        k = min(self.smooth_k, Z.shape[0] - 1)
+        self.smoothed_ = self._smooth(Z, Z, kneighbors(Z, None, k, self.knn, **(self.knn_params or {})))
+        self._index = None
 
     def _project(self, X):
         """Steps 1 and 2: cube root or centering + PCA, then L2 normalization."""
@@ -224,9 +227,22 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
             Z = np.cbrt(X)
         return _l2_rows(Z)
 
-    def _neighbors(self, X_train, X_query, k):
-        available = X_train.shape[0] - (1 if X_query is None else 0)
-        return kneighbors(X_train, X_query, min(k, available), self.knn, **(self.knn_params or {}))
+    def _smoothed_index(self):
+        """One neighbor index over the smoothed training rows, for every later search (built on first use).
+
+        It serves the density step of the training rows and both steps of new
+        rows, so their searches share one build.  Not pickled: rebuilt after loading.
+        """
+        if getattr(self, "_index", None) is None:
+            n = self.smoothed_.shape[0]
+            k = max(min(self.smooth_k, n), min(self.density_k, n - 1))
+            self._index = NeighborIndex(self.smoothed_, k, self.knn, **(self.knn_params or {}))
+        return self._index
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_index", None)
+        return state
 
     def _smooth(self, Z, neighbor_rows, nb):
         """Step 3: move each row towards the Gaussian-weighted mean of its neighbors, then L2-normalize."""
@@ -242,8 +258,7 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
 
     def _density(self, smoothed, query):
         """Step 4: divide each row by its mean distance to its nearest smoothed training rows."""
-        k = min(self.density_k, self.smoothed_.shape[0] - 1)
-        nb = kneighbors(self.smoothed_, query, k, self.knn, **(self.knn_params or {}))
+        nb = self._smoothed_index().kneighbors(query, min(self.density_k, self.smoothed_.shape[0] - 1))
         return smoothed / (nb.distances.mean(axis=1, keepdims=True) + _EPS)
 
     @staticmethod

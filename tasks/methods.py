@@ -16,8 +16,9 @@ class MethodOutput:
     ``test``: the test rows; ``train``: the disambiguated training rows;
     ``val``: the validation hold-out, predicted by the same method fitted on
     the other training rows (for calibrating thresholds).  ``option`` names
-    the reject option whose ``accept`` and ``score`` the predictions carry:
-    ``native`` for the method's own.
+    the reject option whose ``accept`` and ``score`` the test and validation
+    predictions carry: ``native`` for the method's own; ``train`` always
+    carries the native option's.
     """
 
     method: str

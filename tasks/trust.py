@@ -26,13 +26,15 @@ def trust_option(
 ) -> MethodOutput:
     """``output`` with the trust score (in the method's features) as its reject option.
 
-    Test and training rows are scored against class sets built from the
-    method's disambiguation of all training rows (a training row excluded
-    from its own class set); validation rows, like the hold-out model that
+    Test rows are scored against class sets built from the method's
+    disambiguation of all training rows; validation rows, like the hold-out model that
     predicted them, only see the fitting rows ``rows.fit`` — with the labels
     of the full model's disambiguation, the only one the method output holds.
-    The method's ``neighbors`` (same features, same training rows) settle most
-    rows' distances; only the others are searched with the kNN backend.
+    The method's ``neighbors`` (same features, same training rows) settle the
+    rows whose lists hold both classes; the others are searched with the kNN
+    backend.  The training rows keep the method's own disambiguation: nothing
+    downstream reads their trust scores, the costliest part at scale (as many
+    queries as training rows).
     """
     params = {"knn": knn_backend, "knn_params": dict(knn_options or {})}
     S, train = split.train.S, output.train
@@ -47,7 +49,7 @@ def trust_option(
         output.method,
         output.features,
         test=with_trust(output.test, full.score(split.X_test, output.test.labels, neighbors=neighbors.test), threshold),
-        train=with_trust(train, full.score_training(train.labels, neighbors=neighbors.train), threshold),
+        train=train,
         val=with_trust(
             output.val, holdout.score(split.X_train[rows.val], output.val.labels, neighbors=neighbors.val), threshold
         ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import InvalidParameterError
 from .exact import ExactIndex
+from .nndescent import DEFAULTS as NNDESCENT_DEFAULTS
 from .nndescent import OPTIONS as NNDESCENT_OPTIONS
 from .nndescent import NNDescentIndex
 
@@ -22,6 +23,8 @@ def check_options(backend, options, allowed):
 def local_index(X_train, k, backend, options):
     """Build an in-process index (``exact`` or ``nndescent``) serving up to ``k`` neighbors."""
     check_options(backend, options, LOCAL_OPTIONS[backend])
-    if backend == "exact":
+    if backend == "exact" or X_train.shape[0] <= options.get("leaf_size", NNDESCENT_DEFAULTS["leaf_size"]):
+        # Rows that fit in one random-projection leaf are all compared with each other anyway; pynndescent
+        # also needs more rows than its graph degree (a class set of one row has none).
         return ExactIndex(X_train)
     return NNDescentIndex(X_train, k, **options)

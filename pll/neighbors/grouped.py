@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import InvalidDataError, InvalidParameterError
 from .backends import LOCAL_OPTIONS, check_options
 from .exact import ExactIndex, rerank, rounding_bound
-from .index import BACKENDS, COMMON_OPTIONS, NeighborIndex, check_features, check_queries
+from .index import BACKENDS, COMMON_OPTIONS, NeighborIndex, check_features, check_queries, choose_backend
 from .screening import screening_queries, screening_rows
 
 CHUNK = 16
@@ -47,7 +47,8 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
     backend : {"auto", "exact", "nndescent", "dask"}
         ``exact`` searches all groups in one pass (see the module); the
         others run one :class:`~pll.neighbors.NeighborIndex` search per group;
-        ``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS` training rows.
+        ``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS` training rows
+        (its option ``exact_max_rows``).
     exclude : int array of shape (n_queries,), optional
         With ``X_query``: a training row never returned for each query, -1 for
         none (e.g. training rows given as queries, each excluding itself).
@@ -91,8 +92,9 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
     if backend not in BACKENDS:
         raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if backend == "auto":
+        exact_max_rows = options.pop("exact_max_rows", AUTO_EXACT_MAX_ROWS)
         check_options(backend, options, LOCAL_OPTIONS["nndescent"] + COMMON_OPTIONS)
-        backend = "exact" if X_train.shape[0] <= AUTO_EXACT_MAX_ROWS else "nndescent"
+        backend = choose_backend(X_train.shape[0], exact_max_rows)
         options = {} if backend == "exact" else options
     if backend == "exact":
         check_options(backend, options, COMMON_OPTIONS)

@@ -66,9 +66,11 @@ def use_backend(estimator, backend, options=None, keep=()):
     return estimator.set_params(**updates) if updates else estimator
 
 
-def choose_backend(n_train):
-    """The backend ``auto`` picks for ``n_train`` training rows."""
-    return "exact" if n_train <= AUTO_EXACT_MAX_ROWS else "nndescent"
+def choose_backend(n_train, exact_max_rows=AUTO_EXACT_MAX_ROWS):
+    """The backend ``auto`` picks for ``n_train`` training rows: ``exact`` up to ``exact_max_rows``."""
+    if isinstance(exact_max_rows, bool) or not isinstance(exact_max_rows, (int, np.integer)) or exact_max_rows < 0:
+        raise InvalidParameterError(f"exact_max_rows must be a non-negative integer, got {exact_max_rows!r}")
+    return "exact" if n_train <= exact_max_rows else "nndescent"
 
 
 class NeighborIndex:
@@ -81,7 +83,8 @@ class NeighborIndex:
         The most neighbors a query may ask for.
     backend : {"auto", "exact", "nndescent", "dask"}, default="exact"
         ``auto`` picks ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS` training
-        rows and ``nndescent`` beyond; :attr:`backend` says which.
+        rows (its option ``exact_max_rows``) and ``nndescent`` beyond;
+        :attr:`backend` says which.
     recall_sample : int, default=1000
         Queries checked against exact search to measure an approximate
         backend's recall (0: do not measure).
@@ -118,8 +121,9 @@ class NeighborIndex:
         if not isinstance(recall_sample, (int, np.integer)) or recall_sample < 0:
             raise InvalidParameterError(f"recall_sample must be a non-negative integer, got {recall_sample!r}")
         if backend == "auto":
+            exact_max_rows = options.pop("exact_max_rows", AUTO_EXACT_MAX_ROWS)
             check_options(backend, options, LOCAL_OPTIONS["nndescent"])
-            backend = choose_backend(X_train.shape[0])
+            backend = choose_backend(X_train.shape[0], exact_max_rows)
             if backend == "exact":
                 options = {}
         self.X_train, self.k, self.backend = X_train, int(k), backend

@@ -1,0 +1,140 @@
+"""Every kNN backend through the command line: ``pll run``, ``pll train``, ``pll score`` and ``pll benchmark``.
+
+pynndescent compiles its kernels on first use in a process, and the failure these tests guard
+against (numba cannot compile them while Prefect has replaced ``print``) shows only when that
+first use happens inside a flow.  The library tests compile it earlier in the pytest process, so
+each backend runs its commands in a fresh process (``tests/cli_session.py``).  The data set is
+msrc-v2 with seed 3: its smallest class sets are smaller than the Dask shard count.
+
+Every query's recall is measured (``recall_sample`` above the number of rows), so a logged recall
+of 1 means every neighbor list equals exact search's, and then every prediction of the methods on
+those neighbors must equal exact search's too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+import pll
+from pll.scoring import feature_names
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL_QUERIES = {"recall_sample": 100_000}
+# backend -> (extra arguments of run, train and benchmark; the backend the minmax neighbors must report)
+BACKENDS = {
+    "exact": ([], "exact"),
+    "nndescent": (["--knn-backend", "nndescent", "--knn-options", json.dumps(ALL_QUERIES)], "nndescent"),
+    "auto": (["--knn-backend", "auto", "--knn-options", json.dumps({"exact_max_rows": 100, **ALL_QUERIES})],
+             "nndescent"),
+    "dask-exact": (["--knn-backend", "dask", "--dask-address", "local"], "dask"),
+    "dask-nndescent": (["--knn-backend", "dask", "--dask-address", "local", "--knn-options",
+                        json.dumps({"shard_backend": "nndescent", **ALL_QUERIES})], "dask"),
+}
+METHODS = ("pl_knn", "dst_pll", "pl_aknn")
+
+
+def _without_dask_address(args):
+    """``pll train`` takes no --dask-address: a dask backend there starts its own LocalCluster."""
+    out = list(args)
+    if "--dask-address" in out:
+        i = out.index("--dask-address")
+        del out[i : i + 2]
+    return out
+
+
+def run_session(name, args, shared_data, folder):
+    """``pll run``, ``train``, ``score`` and ``benchmark`` with ``args``, in one fresh process."""
+    msrc = str(shared_data / "realworld" / "msrc-v2.mat")
+    ds = pll.load_dataset(msrc)
+    incoming = folder / "incoming.csv"
+    pd.DataFrame(ds.X[:40], columns=feature_names(ds)).to_csv(incoming, index=False)
+    grid = folder / "grid.yaml"
+    options = {}
+    if "--knn-options" in args:
+        options = json.loads(args[args.index("--knn-options") + 1])
+    backend = args[args.index("--knn-backend") + 1] if "--knn-backend" in args else "auto"
+    grid.write_text(json.dumps({"name": f"e2e-{name}", "datasets": [msrc], "seeds": [3], "methods": {"pl_knn": {}},
+                                "knn_backend": backend, "knn_options": options, "experiment": "e2e-grid"}))
+    dask = ["--dask-address", "local"] if "--dask-address" in args else []
+    commands = [
+        ["run", "--dataset", msrc, "--seed", "3", "--experiment", "e2e", *args],
+        ["train", "--dataset", msrc, "--seed", "3", "--method", "dst_pll", "--register", f"e2e-{name}",
+         *_without_dask_address(args)],
+        ["score", "--model", f"models:/e2e-{name}/latest", "--input", str(incoming), "--output",
+         str(folder / "scored.parquet")],
+        ["benchmark", str(grid), *dask],
+    ]
+    env = {**os.environ, "PREFECT_HOME": str(folder / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}", "PLL_CACHE_DIR": str(folder / "cache")}
+    env.pop("PREFECT_API_URL", None)
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "cli_session.py"), json.dumps(commands)],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, f"{name}:\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
+    return MlflowClient(env["MLFLOW_TRACKING_URI"]), done.stdout + done.stderr, folder
+
+
+def pipeline_run(client):
+    (run,) = client.search_runs([client.get_experiment_by_name("e2e").experiment_id])
+    return run
+
+
+def predictions(client, run, method):
+    path = client.download_artifacts(run.info.run_id, f"predictions/{method}.parquet")
+    return pd.read_parquet(path).sort_values("row").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def exact_session(shared_data, tmp_path_factory):
+    return run_session("exact", BACKENDS["exact"][0], shared_data, tmp_path_factory.mktemp("exact"))
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_every_command_runs_on_the_backend(name, exact_session, shared_data, tmp_path):
+    args, expected = BACKENDS[name]
+    client, output, folder = exact_session if name == "exact" else run_session(name, args, shared_data, tmp_path)
+    # The CLI's temporary server logs to its own file; a "Starting" line would come from a Dask worker.
+    assert "Starting temporary server" not in output
+    run = pipeline_run(client)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["knn.minmax.backend"] == expected
+    approximate = name in ("nndescent", "auto", "dask-nndescent")
+    recalls = {k: v for k, v in run.data.metrics.items() if k.endswith(".recall")}
+    if approximate:
+        assert recalls and min(recalls.values()) >= 0.98, recalls
+    else:
+        assert not recalls
+    # pll train, score and benchmark finished on the same backend.
+    (trained,) = [r for r in client.search_runs([client.get_experiment_by_name("pll").experiment_id])
+                  if r.data.tags.get("pll.kind") == "training"]
+    assert trained.data.params["knn_backend"] == run.data.params["knn_backend"]
+    assert len(pd.read_parquet(folder / "scored.parquet")) == 40
+    grid_runs = client.search_runs([client.get_experiment_by_name("e2e-grid").experiment_id])
+    assert grid_runs and all(r.info.status == "FINISHED" for r in grid_runs)
+
+    # Predictions equal exact search's wherever the neighbor lists are equal: always for exact shards;
+    # for approximate search when every list is exact (recall 1 on every query), except the trust score,
+    # whose remaining class-set searches are approximate too.  PL A-kNN's features come from a neighbor
+    # search of their own, whose recall is not logged: there, most labels agree.
+    exact_run = pipeline_run(exact_session[0])
+    for method in METHODS:
+        features = "pl_aknn_real" if method == "pl_aknn" else "minmax"
+        ours, theirs = predictions(client, run, method), predictions(exact_session[0], exact_run, method)
+        same_lists = all(v == 1.0 for k, v in recalls.items() if k.startswith(f"knn.{features}."))
+        if not approximate:
+            pd.testing.assert_frame_equal(ours, theirs)
+        elif same_lists and features == "minmax":
+            pd.testing.assert_frame_equal(ours.drop(columns="trust_score"), theirs.drop(columns="trust_score"))
+        else:
+            agree = np.mean(ours["label"].to_numpy() == theirs["label"].to_numpy())
+            assert agree >= 0.95, f"{method}: {agree:.3f} of the labels agree with exact search"
