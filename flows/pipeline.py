@@ -8,6 +8,7 @@ from flows import LOG_PRINTS
 from pll.experiment import group_by_features, make_split
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import metrics_table
+from tasks.caching import bounded
 from tasks.evaluate import evaluate, prediction_frames
 from tasks.features import split_and_featurize
 from tasks.ingest import ingest
@@ -75,18 +76,22 @@ def pipeline(
     groups = group_by_features(methods, features, method_features)
     run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config, run_tags)
     try:
-        ds = add_noise(ingest(dataset, protocol, noisy_bags), noise, noise_params, seed)
+        raw = ingest(dataset, protocol, noisy_bags)
+        featurize_, neighbors_, method_, trust_ = (
+            bounded(stage, raw.n_rows) for stage in (split_and_featurize, find_neighbors, run_method, trust_option)
+        )
+        ds = bounded(add_noise, raw.n_rows)(raw, noise, noise_params, seed)
         rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
         outputs, upstream = [], []
         for group_features, group in groups.items():
-            split = split_and_featurize.submit(ds, rows, group_features, knn_backend, knn_options)
+            split = featurize_.submit(ds, rows, group_features, knn_backend, knn_options)
             k = neighbors_needed({m: method_params[m] for m in group})
-            neighbors = find_neighbors.submit(split, rows, k, knn_backend, knn_options)
+            neighbors = neighbors_.submit(split, rows, k, knn_backend, knn_options)
             knn_logged = log_neighbors.submit(tracking_uri, run_id, group_features, neighbors)
-            native = [run_method.submit(m, method_params[m], split, rows, neighbors, seed) for m in group]
+            native = [method_.submit(m, method_params[m], split, rows, neighbors, seed) for m in group]
             # Every method is evaluated a second time with the trust score as its reject option.
             outputs += native + [
-                trust_option.submit(o, split, rows, neighbors, knn_backend=knn_backend, knn_options=knn_options)
+                trust_.submit(o, split, rows, neighbors, knn_backend=knn_backend, knn_options=knn_options)
                 for o in native
             ]
             upstream += [split, neighbors, knn_logged]

@@ -8,6 +8,7 @@ digest of its bytes — so that nothing large is ever pickled to make a key.
 The key also covers the source of the ``pll`` and ``tasks`` packages and
 the versions of the key packages: changed code never serves a stale result.
 
+Runs on more than :data:`DEFAULT_CACHE_MAX_ROWS` rows cache nothing (:func:`bounded`).
 Results are persisted under ``$PLL_CACHE_DIR``, by default ``.pll-cache`` in
 the working directory (a relative path, resolved whenever a result is
 written or read, so a Dask worker uses its own working directory; point
@@ -27,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from prefect.cache_policies import CachePolicy
+from prefect.cache_policies import NO_CACHE, CachePolicy
 from prefect.tasks import exponential_backoff
 
 from pll.errors import PllError
@@ -100,6 +101,35 @@ class StageInputs(CachePolicy):
     def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs):
         described = {name: describe(value, name) for name, value in (inputs or {}).items()}
         return stable_hash({"task": task_ctx.task.name, "inputs": described, "code": code_version()}, length=64)
+
+
+CACHE_MAX_ROWS_ENV = "PLL_CACHE_MAX_ROWS"
+DEFAULT_CACHE_MAX_ROWS = 200_000
+"""Runs on data sets with more rows do not cache stage outputs (``$PLL_CACHE_MAX_ROWS`` overrides; 0: never
+cache): the cache stays bounded by what small runs write.  At 1,000,000 rows one run's outputs (two neighbor
+sets of up to 50 neighbors, three methods with two reject options) would take several GB, and a re-run of
+that size is a new experiment far more often than a repeat."""
+
+
+def cache_max_rows() -> int:
+    """The row limit of caching, from the environment or :data:`DEFAULT_CACHE_MAX_ROWS`."""
+    text = os.environ.get(CACHE_MAX_ROWS_ENV)
+    if text is None:
+        return DEFAULT_CACHE_MAX_ROWS
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise PllError(f"{CACHE_MAX_ROWS_ENV} must be a non-negative whole number of rows, got {text!r}")
+    return value
+
+
+def bounded(stage, n_rows: int):
+    """``stage`` (a cached task) as it is, or without cache and result files for more than :func:`cache_max_rows` rows."""
+    if n_rows <= cache_max_rows():
+        return stage
+    return stage.with_options(cache_policy=NO_CACHE, persist_result=False)
 
 
 def is_transient(exc) -> bool:

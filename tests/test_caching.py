@@ -95,3 +95,19 @@ def test_code_version_is_stable_within_a_process():
 )
 def test_only_machine_network_and_cluster_failures_are_retried(exc, transient):
     assert is_transient(exc) is transient
+
+
+def test_stages_of_large_runs_are_not_cached(monkeypatch):
+    from prefect.cache_policies import NO_CACHE
+
+    from tasks.caching import DEFAULT_CACHE_MAX_ROWS, bounded
+    from tasks.neighbors import find_neighbors
+
+    assert bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS) is find_neighbors
+    large = bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS + 1)
+    assert large.persist_result is False and large.cache_policy is NO_CACHE
+    monkeypatch.setenv("PLL_CACHE_MAX_ROWS", "0")
+    assert bounded(find_neighbors, 1) is not find_neighbors
+    monkeypatch.setenv("PLL_CACHE_MAX_ROWS", "lots")
+    with pytest.raises(pll.errors.PllError, match="PLL_CACHE_MAX_ROWS"):
+        bounded(find_neighbors, 1)

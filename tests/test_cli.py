@@ -41,3 +41,15 @@ def test_unknown_dataset_is_one_line_without_traceback(tmp_path):
     assert "Traceback" not in out.stderr
     assert "unknown data set 'no-such-set'" in out.stderr
     assert "digits" in out.stderr
+
+
+def test_a_temporary_server_that_does_not_start_is_one_line_naming_its_log_and_the_way_out(tmp_path):
+    home = tmp_path / "prefect-home"
+    out = _pll("run", "--methods", "pl_knn", cwd=tmp_path, env={
+        "PREFECT_HOME": str(home), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "0", "PREFECT_API_URL": ""})
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    (line,) = [line for line in out.stderr.splitlines() if line.startswith("pll: error:")]
+    assert "temporary server did not start within 0 s" in line
+    assert str(home / "temporary-server.log") in line and "PREFECT_API_URL" in line
+    assert not (tmp_path / "mlflow.db").exists()

@@ -83,3 +83,31 @@ def test_no_address_or_a_given_address_starts_nothing():
         assert address is None
     with dask_cluster("tcp://10.0.0.1:8786") as address:
         assert address == "tcp://10.0.0.1:8786"
+
+
+def _listeners():
+    import psutil
+
+    found = set()
+    for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        try:
+            found |= {(c.laddr.ip, c.laddr.port) for c in proc.net_connections("inet") if c.status == "LISTEN"}
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("start", ["pipeline cluster", "kNN shards"])
+def test_local_clusters_listen_on_loopback_only(start):
+    from pll.neighbors.sharded import local_client
+
+    before = _listeners()
+    if start == "pipeline cluster":
+        with dask_cluster(LOCAL) as address, Client(address, timeout="60s") as client:
+            client.wait_for_workers(1, timeout=120)
+            opened = _listeners() - before
+    else:
+        local_client(n_workers=1).wait_for_workers(1, timeout=120)
+        opened = _listeners() - before
+    assert opened, "the cluster opened no listening socket"
+    assert {ip for ip, _ in opened} == {"127.0.0.1"}, opened

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.decomposition import PCA
 
+import pll
 from pll.data import PartialLabelDataset, one_hot
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError, PllError
 from pll.features import FEATURE_PIPELINES, PlAknnPreprocessor, featurize, make_features
@@ -161,3 +162,34 @@ def test_pl_aknn_pipelines_are_registered():
         make_features("fancy")
     with pytest.raises(InvalidParameterError, match="feature pipeline 'minmax'"):
         make_features("minmax", nonsense=1)
+
+
+def test_pipelines_that_search_neighbors_use_the_runs_backend(monkeypatch):
+    """featurize hands its kNN backend to PL A-kNN's preprocessing, unless the pipeline's params name one."""
+    import pll.features as features
+
+    seen = []
+    real_kneighbors, real_index = features.kneighbors, features.NeighborIndex
+    monkeypatch.setattr(features, "kneighbors", lambda *a, **kw: seen.append((a[3], kw)) or real_kneighbors(*a, **kw))
+    monkeypatch.setattr(features, "NeighborIndex", lambda *a, **kw: seen.append((a[2], kw)) or real_index(*a, **kw))
+    ds = pll.load_dataset("iris")
+    rows = np.arange(150)
+    options = {"exact_max_rows": 10**6}
+    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", knn="auto", knn_params=options)
+    assert seen and all(entry == ("auto", options) for entry in seen)
+    seen.clear()
+    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", {"knn": "exact"}, knn="auto", knn_params=options)
+    assert seen and all(backend == "exact" for backend, _ in seen)
+    split = features.featurize(ds, rows[:120], rows[120:], "minmax", knn="auto")  # no neighbors: nothing to set
+    assert split.X_train.shape == (120, 4)
+
+
+def test_use_backend_leaves_estimators_without_neighbor_searches_alone():
+    from sklearn.preprocessing import MinMaxScaler
+
+    from pll.neighbors import use_backend
+
+    scaler = MinMaxScaler()
+    assert use_backend(scaler, "nndescent") is scaler and "knn" not in scaler.get_params()
+    method = use_backend(pll.PlKnn(knn_params={"n_jobs": 1}), "dask", {"n_shards": 2}, keep={"knn_params"})
+    assert (method.knn, method.knn_params) == ("dask", {"n_jobs": 1})

@@ -93,3 +93,11 @@ def test_trust_score_on_dask_shards_equals_the_exact_one(cluster, data):
     exact = pll.TrustScore().fit(X, y)
     np.testing.assert_array_equal(sharded.score(Q, predicted), exact.score(Q, predicted))
     np.testing.assert_array_equal(sharded.score_training(), exact.score_training())
+
+
+def test_a_set_smaller_than_the_shard_count_is_searched_in_fewer_shards(cluster, data):
+    _, client = cluster
+    X, Q = data
+    for rows, n_shards in ((1, None), (3, 8)):
+        nb = kneighbors(X[:rows], Q[:5], 1, "dask", client=client, n_shards=n_shards)
+        np.testing.assert_array_equal(nb.indices, exact_kneighbors(X[:rows], Q[:5], 1)[0])

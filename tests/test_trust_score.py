@@ -222,3 +222,34 @@ def test_class_sets_of_a_partial_label_method():
     pred = pll.RejectPrediction(np.array([0, 2]), np.array([True, True]), np.zeros(2), np.array([False, True]))
     r = with_trust(pred, np.array([1.5, 1.6]))  # accept iff score > DEFAULT_THRESHOLD = 1.5
     assert r.accept.tolist() == [False, True] and r.guess.tolist() == [False, True] and r.labels is pred.labels
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_neighbor_lists_give_the_same_scores_as_the_full_search(seed):
+    """Lists settle the rows they can; the rest are searched: same scores and h̃ as without lists."""
+    rng = np.random.default_rng(seed)
+    n, m, d, n_classes = rng.integers(5, 40), rng.integers(1, 20), rng.integers(1, 4), rng.integers(2, 5)
+    X = rng.integers(0, 4, size=(n, d)).astype(float)  # coarse values: ties and duplicates
+    Q = rng.integers(0, 4, size=(m, d)).astype(float)
+    labels, predicted = rng.integers(0, n_classes, n), rng.integers(0, n_classes, m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ts = pll.TrustScore().fit(X, labels, classes=np.arange(n_classes), members=rng.random(n) < 0.8)
+    k = int(rng.integers(1, n - 1))
+    lists = pll.neighbors.kneighbors(X, Q, k), pll.neighbors.kneighbors(X, None, k)
+    for closest in (False, True):
+        expected = ts.score(Q, predicted, closest), ts.score_training(None, closest)
+        got = ts.score(Q, predicted, closest, neighbors=lists[0]), ts.score_training(None, closest, neighbors=lists[1])
+        for e, g in zip(expected, got):
+            np.testing.assert_array_equal(np.asarray(e), np.asarray(g))
+
+
+def test_neighbor_lists_must_match_the_queries():
+    X = np.arange(10.0).reshape(5, 2)
+    ts = pll.TrustScore().fit(X, np.array([0, 0, 1, 1, 1]))
+    own = pll.neighbors.kneighbors(X, None, 2)
+    with pytest.raises(pll.errors.NeighborsError, match="new queries"):
+        ts.score(X, np.zeros(5, dtype=int), neighbors=own)
+    with pytest.raises(pll.errors.NeighborsError, match="4 rows were given"):
+        ts.score(X[:4], np.zeros(4, dtype=int), neighbors=pll.neighbors.kneighbors(X, X, 2))

@@ -57,11 +57,12 @@ def use_backend(estimator, backend, options=None, keep=()):
     """Point the neighbor searches of ``estimator`` (its ``knn`` and ``knn_params``) at ``backend``.
 
     Parameters named in ``keep`` (e.g. set explicitly by the user) stay as
-    they are; an estimator without these parameters searches no neighbors
-    and is returned unchanged.
+    they are, and a kept ``knn`` keeps its options; an estimator without
+    these parameters searches no neighbors and is returned unchanged.
     """
     params = estimator.get_params(deep=False)
     updates = {"knn": backend, "knn_params": dict(options or {})}
+    keep = {"knn", "knn_params"} if "knn" in keep else set(keep)
     updates = {name: value for name, value in updates.items() if name in params and name not in keep}
     return estimator.set_params(**updates) if updates else estimator
 

@@ -37,6 +37,21 @@ class NeighborResult:
     self_excluded: bool = False
     timings: dict = field(default_factory=dict)
 
+    def __getstate__(self):
+        """Pickled (stage cache, Dask transfers) with int32 indices where they fit: half the bytes, same values.
+
+        Distances stay float64: rounding them for storage would let a result
+        read from the cache order near-ties differently from a fresh one.
+        """
+        state = dict(self.__dict__)
+        if self.indices.size == 0 or self.indices.max() < np.iinfo(np.int32).max:
+            state["indices"] = self.indices.astype(np.int32)
+        return state
+
+    def __setstate__(self, state):
+        state["indices"] = np.asarray(state["indices"]).astype(np.int64, copy=False)
+        self.__dict__.update(state)
+
     @property
     def k(self) -> int:
         return self.indices.shape[1]

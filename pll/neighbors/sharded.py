@@ -38,7 +38,8 @@ def local_client(n_workers=2, threads_per_worker=1):
         client = _LOCAL_CLIENTS.get(key)
         if client is None or client.status != "running":
             cluster = LocalCluster(
-                n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True, dashboard_address=None
+                n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True, host="127.0.0.1",
+                dashboard_address=None,
             )
             client = _LOCAL_CLIENTS[key] = Client(cluster, set_as_default=False)
     return client
