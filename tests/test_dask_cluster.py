@@ -25,12 +25,14 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture
 def hand_started_cluster(tmp_path):
-    """``dask scheduler --host 127.0.0.1 --port P``, two ``dask worker tcp://127.0.0.1:P --nworkers 1 --nthreads 1``."""
-    port = free_port()
+    """The README's three commands (scheduler and two workers), on free ports."""
+    port, dashboard = free_port(), free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    commands = [[str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port)]]
-    commands += [[str(BIN / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1"]] * 2
+    commands = [[str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                 "--dashboard-address", f"127.0.0.1:{dashboard}"]]
+    commands += [[str(BIN / "dask"), "worker", address, "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0",
+                  "--nworkers", "1", "--nthreads", "1"]] * 2
     processes = []
     try:
         for i, command in enumerate(commands):
@@ -38,13 +40,13 @@ def hand_started_cluster(tmp_path):
             processes.append(subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT))
         with Client(address, timeout="120s") as client:
             client.wait_for_workers(2, timeout=180)
-            yield address, client
+            yield address, client, processes
     finally:
         stop(processes)
 
 
 def test_pll_run_on_a_hand_started_cluster(prefect_harness, hand_started_cluster, tmp_path, monkeypatch, capsys):
-    address, client = hand_started_cluster
+    address, client, processes = hand_started_cluster
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     workers = set(client.scheduler_info()["workers"])
@@ -66,6 +68,9 @@ def test_pll_run_on_a_hand_started_cluster(prefect_harness, hand_started_cluster
     assert run.info.status == "FINISHED"
     assert run.data.params["knn_backend"] == "dask" and run.data.params["dask_address"] == address
     assert run.data.metrics["pl_knn.native.accuracy"] > 0.8
+    # The README's commands open no port beyond loopback.
+    opened = set().union(*(_listeners(p.pid) for p in processes))
+    assert opened and {ip for ip, _ in opened} == {"127.0.0.1"}, opened
 
 
 def test_local_means_a_local_cluster_for_the_duration():
@@ -85,11 +90,12 @@ def test_no_address_or_a_given_address_starts_nothing():
         assert address == "tcp://10.0.0.1:8786"
 
 
-def _listeners():
+def _listeners(pid=None):
+    """Listening (address, port) pairs of process ``pid`` (default: this one) and its descendants."""
     import psutil
 
     found = set()
-    for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+    for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
         try:
             found |= {(c.laddr.ip, c.laddr.port) for c in proc.net_connections("inet") if c.status == "LISTEN"}
         except psutil.Error:
