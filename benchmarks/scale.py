@@ -13,7 +13,7 @@ by the script records the task runs, whose wall times give the per-stage table; 
 memory is the sum over the ``pll`` process tree and the Prefect server, sampled every 0.2 s.
 Each run starts with an empty stage cache.
 
-``--dask-workers 1 2`` also runs the first N on a Dask LocalCluster (loopback, single-threaded
+``--dask-workers 1 2`` also runs the first N (``--no-local``: only these) on a Dask LocalCluster (loopback, single-threaded
 workers) with the ``dask`` kNN backend, once per worker count: the cluster's throughput.
 
 Run: ``.venv/bin/python benchmarks/scale.py --rows 100000 300000 1000000``
@@ -176,6 +176,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--dask-workers", type=int, nargs="*", default=[])
+    parser.add_argument("--no-local", action="store_true", help="only the Dask runs")
     parser.add_argument("--folder", default="/tmp/pll-scale", help="where tables, stores and logs go")
     args = parser.parse_args()
     folder = Path(args.folder)
@@ -185,7 +186,7 @@ def main():
     server, api = start_prefect_server(folder, env)
     results = []
     try:
-        for n in args.rows:
+        for n in [] if args.no_local else args.rows:
             path = write_table(n, folder)
             results.append(run_once(path, folder, f"N={n:,}", [server.pid], api))
             print(json.dumps(results[-1]), flush=True)

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import InvalidParameterError
 from .backends import APPROXIMATE, LOCAL_OPTIONS, check_options, local_index
 from .exact import top_k
+from .nndescent import NNDescentIndex
 
 OPTIONS = ("n_shards", "shard_backend", "address", "client", "n_workers", "threads_per_worker", "block_rows")
 # LocalClusters started for callers that named no scheduler, kept warm for the life of the process.
@@ -110,7 +111,7 @@ def build_shard(X_shard, offset, k, backend, options):
     if backend == "nndescent":
         options = {"n_jobs": get_worker().state.nthreads, **options}
     index = local_index(X_shard, k, backend, options)
-    if backend == "nndescent":
+    if isinstance(index, NNDescentIndex):  # a small shard may be searched exactly
         index.prepare()
     return Shard(index, offset, X_shard.shape[0])
 
