@@ -39,6 +39,30 @@ def _json_arg(text):
     return value
 
 
+MAX_SEED = 2**32 - 1  # the largest seed numpy's and scikit-learn's generators all take
+
+
+def _seed(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must lie in 0..{MAX_SEED}, got {value}")
+    return value
+
+
+def _method_list(text):
+    from pll.methods import METHODS
+
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise argparse.ArgumentTypeError(f"unknown method {unknown[0] if unknown else text!r}: choose from "
+                                         f"{', '.join(METHODS)}")
+    return methods
+
+
 _DASK_HELP = "run the tasks on Dask: 'local' (a LocalCluster) or a scheduler address, e.g. tcp://127.0.0.1:8786"
 
 
@@ -55,7 +79,8 @@ def _add_data_arguments(parser):
                         help="noise model: auto (class_dependent for fully labelled data, else none), none, uniform, "
                         "class_dependent, instance_dependent, cluster_dependent, remove_true_label")
     parser.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=_seed, default=0,
+                        help=f"seed of the noise model, the split and the methods: 0 to {MAX_SEED} (default: 0)")
 
 
 def _add_knn_arguments(parser):
@@ -68,11 +93,14 @@ def _add_knn_arguments(parser):
 
 
 def build_parser():
+    from pll.methods import METHODS
+
     parser = argparse.ArgumentParser(prog="pll", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the pipeline once and log it to MLflow")
     _add_data_arguments(run)
-    run.add_argument("--methods", default=None, help="comma-separated methods (default: all)")
+    run.add_argument("--methods", type=_method_list, default=None,
+                     help=f"comma-separated methods among {', '.join(METHODS)} (default: all)")
     run.add_argument("--method-params", type=_json_arg, default=None,
                      help='JSON per method, e.g. \'{"pl_knn": {"n_neighbors": 5}}\'')
     run.add_argument("--features", default="minmax",
@@ -126,7 +154,7 @@ def cmd_run(args):
     from .cluster import dask_cluster, on_dask
     from .pipeline import pipeline
 
-    methods = args.methods.split(",") if args.methods else list(METHODS)
+    methods = args.methods or list(METHODS)
     with dask_cluster(args.dask_address) as address:
         result = on_dask(pipeline, address)(
             dask_address=address,

@@ -53,3 +53,27 @@ def test_a_temporary_server_that_does_not_start_is_one_line_naming_its_log_and_t
     assert "temporary server did not start within 0 s" in line
     assert str(home / "temporary-server.log") in line and "PREFECT_API_URL" in line
     assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--seed", "4294967296"], "--seed: must lie in 0..4294967295"),
+    (["run", "--seed", "99999999999999999999"], "--seed: must lie in 0..4294967295"),
+    (["run", "--seed", "1.5"], "--seed: not a whole number"),
+    (["train", "--seed", "-1"], "--seed: must lie in 0..4294967295"),
+    (["run", "--methods", "pl_knn,knn"], "unknown method 'knn': choose from pl_knn, dst_pll, pl_aknn"),
+    (["run", "--knn-backend", "faiss"], "invalid choice: 'faiss'"),
+])
+def test_bad_arguments_are_refused_before_anything_starts(argv, message, capsys):
+    from flows.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_seed_range_and_method_lists_parse():
+    from flows.cli import build_parser
+
+    args = build_parser().parse_args(["run", "--seed", "4294967295", "--methods", "dst_pll, pl_knn"])
+    assert args.seed == 2**32 - 1 and args.methods == ["dst_pll", "pl_knn"]
