@@ -92,12 +92,17 @@ def _add_knn_arguments(parser):
                         help='JSON options of the kNN backend, e.g. \'{"n_trees": 32}\' for nndescent')
 
 
+def _command(sub, name, text):
+    """A subcommand whose own --help describes it as ``pll --help`` lists it."""
+    return sub.add_parser(name, help=text, description=text)
+
+
 def build_parser():
     from pll.methods import METHODS
 
     parser = argparse.ArgumentParser(prog="pll", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the pipeline once and log it to MLflow")
+    run = _command(sub, "run", "run the pipeline once and log it to MLflow")
     _add_data_arguments(run)
     run.add_argument("--methods", type=_method_list, default=None,
                      help=f"comma-separated methods among {', '.join(METHODS)} (default: all)")
@@ -111,15 +116,15 @@ def build_parser():
     run.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     run.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
     run.add_argument("--dask-address", default=None, help=_DASK_HELP)
-    bench = sub.add_parser("benchmark", help="run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
+    bench = _command(sub, "benchmark", "run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
     bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
     bench.add_argument("--dask-address", default=None, help=_DASK_HELP)
     bench.add_argument("--max-concurrency", type=int, default=None, help="cells at once (default: the grid's)")
     bench.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     bench.add_argument("--experiment", default=None, help="MLflow experiment name (default: the grid's)")
-    sub.add_parser("serve", help="serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
-    sub.add_parser("datasets", help="list the built-in data sets, file formats, noise models and feature pipelines")
-    train = sub.add_parser("train", help="fit a method on all rows of a data set; log it as an MLflow model")
+    _command(sub, "serve", "serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
+    _command(sub, "datasets", "list the built-in data sets, file formats, noise models and feature pipelines")
+    train = _command(sub, "train", "fit a method on all rows of a data set; log it as an MLflow model")
     _add_data_arguments(train)
     train.add_argument("--method", default="pl_knn", help="method to fit (default: pl_knn)")
     train.add_argument("--method-params", type=_json_arg, default=None, help='JSON, e.g. \'{"n_neighbors": 5}\'')
@@ -130,7 +135,7 @@ def build_parser():
     train.add_argument("--register", default=None, metavar="NAME", help="also register the model under NAME")
     train.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     train.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
-    score = sub.add_parser("score", help="score a CSV/Parquet file with a logged model; write a review queue")
+    score = _command(sub, "score", "score a CSV/Parquet file with a logged model; write a review queue")
     score.add_argument("--model", required=True, help="MLflow model URI (models:/..., runs:/...)")
     score.add_argument("--input", required=True, help="CSV or Parquet file: feature columns, optional candidates")
     score.add_argument("--output", required=True, help="scored rows (.parquet); <stem>.review.parquet goes beside it")
