@@ -26,7 +26,8 @@ def test_run_is_logged_with_parameters_metrics_and_tags(digits_run):
     params = run.data.params
     assert params["dataset"] == "digits"
     assert params["seed"] == "0"
-    assert params["knn_backend"] == "exact"
+    # The default backend, auto, searches small data exactly.
+    assert params["knn_backend"] == "auto" and params["knn.minmax.backend"] == "exact"
     metrics = run.data.metrics
     # Digits with class-dependent noise: PL-kNN is far above chance (0.1).
     assert metrics["pl_knn.native.accuracy"] > 0.9
