@@ -12,7 +12,7 @@ import flows  # noqa: F401  (sets Prefect's environment before Prefect is import
 from pll.errors import PllError
 from pll.neighbors.index import AUTO_EXACT_MAX_ROWS, BACKENDS, DEFAULT_BACKEND
 
-from .server import TemporaryServerError, temporary_server
+from .server import STARTUP_TIMEOUT_SECONDS, TemporaryServerError, temporary_server
 
 
 class _HideInputErrors(logging.Filter):
@@ -92,9 +92,19 @@ def _add_knn_arguments(parser):
                         help='JSON options of the kNN backend, e.g. \'{"n_trees": 32}\' for nndescent')
 
 
+# Commands that run flows, and so need a Prefect API.
+_ORCHESTRATED = ("run", "benchmark", "train", "score")
+_SERVER_EPILOG = (
+    f"Without PREFECT_API_URL, pll starts a temporary Prefect server and waits up to {STARTUP_TIMEOUT_SECONDS} s "
+    "for it (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS sets another limit); with PREFECT_API_URL it uses "
+    "that server."
+)
+
+
 def _command(sub, name, text):
     """A subcommand whose own --help describes it as ``pll --help`` lists it."""
-    return sub.add_parser(name, help=text, description=text)
+    epilog = _SERVER_EPILOG if name in _ORCHESTRATED else None
+    return sub.add_parser(name, help=text, description=text, epilog=epilog)
 
 
 def build_parser():
@@ -281,9 +291,6 @@ def cmd_score(args):
     print(f"MLflow run:   {result['run_id']}")
     return 0
 
-
-# Commands that run flows, and so need a Prefect API.
-_ORCHESTRATED = ("run", "benchmark", "train", "score")
 
 
 def main(argv=None):
