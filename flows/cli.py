@@ -10,7 +10,7 @@ from contextlib import ExitStack
 
 import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
 from pll.errors import PllError
-from pll.neighbors.index import AUTO_EXACT_MAX_ROWS, BACKENDS, DEFAULT_BACKEND
+from pll.neighbors.index import AUTO_EXACT_MAX_ROWS, AUTO_WIDE_K, BACKENDS, DEFAULT_BACKEND
 
 from .server import STARTUP_TIMEOUT_SECONDS, TemporaryServerError, temporary_server
 
@@ -87,7 +87,8 @@ def _add_knn_arguments(parser):
     """The kNN backend of every neighbor search of a run: the methods', the features' and the trust score's."""
     parser.add_argument("--knn-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                         help=f"kNN backend (default: {DEFAULT_BACKEND}: exact search up to "
-                        f"{AUTO_EXACT_MAX_ROWS:,} training rows, pynndescent beyond)")
+                        f"{AUTO_EXACT_MAX_ROWS:,} training rows, {2 * AUTO_EXACT_MAX_ROWS:,} for {AUTO_WIDE_K} "
+                        "or more neighbors, pynndescent beyond)")
     parser.add_argument("--knn-options", type=_json_arg, default=None,
                         help='JSON options of the kNN backend, e.g. \'{"n_trees": 32}\' for nndescent')
 

@@ -18,11 +18,22 @@ DEFAULT_BACKEND = "auto"
 fast, approximate search beyond, so that big data gets approximate search without asking for it."""
 # Options every backend takes: the recall sample and the seed.
 COMMON_OPTIONS = ("recall_sample", "random_state")
-AUTO_EXACT_MAX_ROWS = 50_000
-"""``auto``: brute force up to this many training rows, nndescent beyond.  Own 10-NN graph plus queries
-(a tenth as many) on 32-d blobs: exact 0.2 / 0.9 / 2.8 / 10.1 s at 10k / 25k / 50k / 100k rows, warm
-nndescent 0.6 / 0.7 / 1.3 / 2.6 s at recall >= 0.997; but its first use in a process adds about 25 s of
-numba compilation, which brute force outruns up to about 100k rows."""
+AUTO_EXACT_MAX_ROWS = 100_000
+"""``auto``: exact search up to this many training rows (twice as many for ``k >= AUTO_WIDE_K``), nndescent
+beyond.  ``benchmarks/auto_threshold.py`` on this 2-core machine (synthetic 32-d table with 20 classes,
+min-max scaled; the training rows' own graph plus a quarter as many queries), seconds of exact / warm
+nndescent at recall >= 0.98:
+
+=============  ============  ============  ============  =============
+training rows  20,000        40,000        80,000        160,000
+k = 10         0.6 / 0.6     2.2 / 1.2     7.7 / 3.0     28.7 / 10.7
+k = 50         1.0 / 1.7     2.8 / 4.5     8.7 / 11.0    31.8 / 25.3
+=============  ============  ============  ============  =============
+
+pynndescent's first use in a process adds 33 s of numba compilation, shared by the few searches of a
+run, so exact search wins up to about 100k rows at k = 10 and about 200k at k = 50: pynndescent's graph
+and candidate lists grow with k, exact search's cost barely does."""
+AUTO_WIDE_K = 32
 
 
 def check_features(X, what):
@@ -67,6 +78,11 @@ def use_backend(estimator, backend, options=None, keep=()):
     return estimator.set_params(**updates) if updates else estimator
 
 
+def auto_exact_max_rows(k):
+    """The most training rows ``auto`` searches exactly for ``k`` neighbors (see :data:`AUTO_EXACT_MAX_ROWS`)."""
+    return AUTO_EXACT_MAX_ROWS * (2 if k >= AUTO_WIDE_K else 1)
+
+
 def choose_backend(n_train, exact_max_rows=AUTO_EXACT_MAX_ROWS):
     """The backend ``auto`` picks for ``n_train`` training rows: ``exact`` up to ``exact_max_rows``."""
     if isinstance(exact_max_rows, bool) or not isinstance(exact_max_rows, (int, np.integer)) or exact_max_rows < 0:
@@ -83,7 +99,7 @@ class NeighborIndex:
     k : int, default=10
         The most neighbors a query may ask for.
     backend : {"auto", "exact", "nndescent", "dask"}, default="exact"
-        ``auto`` picks ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS` training
+        ``auto`` picks ``exact`` up to :func:`auto_exact_max_rows` training
         rows (its option ``exact_max_rows``) and ``nndescent`` beyond;
         :attr:`backend` says which.
     recall_sample : int, default=1000
@@ -122,7 +138,7 @@ class NeighborIndex:
         if not isinstance(recall_sample, (int, np.integer)) or recall_sample < 0:
             raise InvalidParameterError(f"recall_sample must be a non-negative integer, got {recall_sample!r}")
         if backend == "auto":
-            exact_max_rows = options.pop("exact_max_rows", AUTO_EXACT_MAX_ROWS)
+            exact_max_rows = options.pop("exact_max_rows", auto_exact_max_rows(k))
             check_options(backend, options, LOCAL_OPTIONS["nndescent"])
             backend = choose_backend(X_train.shape[0], exact_max_rows)
             if backend == "exact":
