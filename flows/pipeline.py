@@ -52,6 +52,9 @@ def pipeline(
     :func:`flows.cluster.on_dask`); ``run_tags``: extra MLflow tags.
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
     ``noisy_bags`` accepts empty bags and true labels outside their bags.
+    ``knn_backend`` with ``knn_options`` serves every neighbor search: the
+    methods', the feature pipelines' and the trust score's.  Stages of a run
+    on more rows than :func:`tasks.caching.cache_max_rows` are not cached.
     """
     tracking_uri = resolve_tracking_uri(tracking_uri)
     method_params = {m: dict((method_params or {}).get(m, {})) for m in methods}
