@@ -16,10 +16,10 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 from .data import PartialLabelDataset
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
+from .methods.base import row_blocks
 from .neighbors import NeighborIndex, kneighbors, use_backend
 
 _EPS = 1e-12
-_BLOCK_BYTES = 32 * 2**20  # memory of one block of gathered neighbor rows
 VARIANTS = {"real-world": 0.1, "vision": 0.25}  # variant -> default smoothing strength alpha
 
 
@@ -250,9 +250,7 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         w = np.exp(-(nb.distances**2) / (2.0 * sigma**2))
         w /= w.sum(axis=1, keepdims=True) + _EPS
         mean = np.empty_like(Z)
-        step = max(1, _BLOCK_BYTES // (8 * nb.indices.shape[1] * Z.shape[1]))
-        for lo in range(0, Z.shape[0], step):  # the gathered (rows, k, d) neighbors, a block at a time
-            rows = slice(lo, lo + step)
+        for rows in row_blocks(Z.shape[0], 8 * nb.indices.shape[1] * Z.shape[1]):  # gathered (rows, k, d) neighbors
             mean[rows] = np.einsum("qk,qkd->qd", w[rows], neighbor_rows[nb.indices[rows]])
         return _l2_rows((1.0 - self.alpha_) * Z + self.alpha_ * mean)
 

@@ -281,10 +281,13 @@ class TrustScore(BaseEstimator):
 
         ``exclude``: with ``X_query``, a training row left out for each query (-1: none).
         """
-        groups = np.where(self.kept_, self.labels_, -1)
         options = dict(self.knn_params or {})
-        return nearest_by_group(self.X_, groups, self.classes_.size, X_query, self.knn, exclude=exclude,
+        return nearest_by_group(self.X_, self._groups(), self.classes_.size, X_query, self.knn, exclude=exclude,
                                 **options)[1]
+
+    def _groups(self):
+        """Each training row's class-set index, -1 for rows the filter left out."""
+        return np.where(self.kept_, self.labels_, -1)
 
     def _ratio(self, D, predicted, return_closest):
         if predicted.size != D.shape[0]:
@@ -378,8 +381,7 @@ class TrustScore(BaseEstimator):
         n = codes.size
         nb = neighbors.take(neighbors.k, n, self_excluded=X_query is None)
         check_indices(nb.indices, self.X_.shape[0])
-        groups = np.where(self.kept_, self.labels_, -1)
-        member = groups[nb.indices]
+        member = self._groups()[nb.indices]
         own_hit = member == codes[:, None]
         other_hit = (member >= 0) & ~own_hit
         rows = np.arange(n)
