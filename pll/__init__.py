@@ -2,29 +2,28 @@
 
 The library alone, free of orchestration and tracking: data sets, noise
 models, features, neighbor search, the methods and their evaluation.
+Public names are imported on first use (:mod:`pll._lazy`).
 """
 
-from . import errors, evaluation, features, neighbors, noise
-from .data import PartialLabelDataset, load_dataset, train_test_split
-from .features import PlAknnPreprocessor
-from .methods import DstPll, PlAknn, PlKnn, RejectPrediction
-from .trust_score import TrustScore
+from ._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DstPll",
-    "PartialLabelDataset",
-    "PlAknn",
-    "PlAknnPreprocessor",
-    "PlKnn",
-    "RejectPrediction",
-    "TrustScore",
-    "errors",
-    "evaluation",
-    "features",
-    "load_dataset",
-    "neighbors",
-    "noise",
-    "train_test_split",
-]
+_PUBLIC = {
+    "DstPll": ".methods",
+    "PartialLabelDataset": ".data",
+    "PlAknn": ".methods",
+    "PlAknnPreprocessor": ".features",
+    "PlKnn": ".methods",
+    "RejectPrediction": ".methods",
+    "TrustScore": ".trust_score",
+    "errors": ".errors",
+    "evaluation": ".evaluation",
+    "features": ".features",
+    "load_dataset": ".data",
+    "neighbors": ".neighbors",
+    "noise": ".noise",
+    "train_test_split": ".data",
+}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC)

@@ -8,7 +8,7 @@ from mlflow.tracking import MlflowClient
 from sklearn.datasets import make_blobs
 
 import pll.neighbors.exact as exact_module
-import pll.neighbors.index as index_module
+import pll.neighbors.auto as auto_module
 import pll.neighbors.screening as screening_module
 from pll.errors import InvalidDataError, InvalidParameterError, NeighborsError, PllError
 from pll.neighbors import NeighborIndex, kneighbors
@@ -187,7 +187,7 @@ def test_recall_counts_tied_neighbors_as_hits():
 def test_auto_picks_exact_for_small_and_nndescent_for_large(monkeypatch, blobs):
     X, Q = blobs
     assert kneighbors(X, Q, 5, "auto").backend == "exact"
-    monkeypatch.setattr(index_module, "AUTO_EXACT_MAX_ROWS", 1000)
+    monkeypatch.setattr(auto_module, "AUTO_EXACT_MAX_ROWS", 1000)
     nb = kneighbors(X, Q, 5, "auto", recall_sample=200)
     assert nb.backend == "nndescent" and nb.recall is not None
 

@@ -6,12 +6,21 @@ float64.  Methods depend on that result, never on a backend.  To query one
 training set several times (its own rows, then new rows), build a
 :class:`NeighborIndex` once.  :func:`nearest_by_group` finds the nearest row of
 every group (class) in one search, for trust scores.
+
+Names are imported on first use, so that :mod:`pll.neighbors.auto` (the
+backends' names) loads without numba and scikit-learn.
 """
 
-from .grouped import nearest_by_group
-from .index import BACKENDS, DEFAULT_BACKEND, NeighborIndex, kneighbors, use_backend
-from .result import NeighborResult
+from .._lazy import lazy_attributes
 
-__all__ = [
-    "BACKENDS", "DEFAULT_BACKEND", "NeighborIndex", "NeighborResult", "kneighbors", "nearest_by_group", "use_backend"
-]
+_PUBLIC = {
+    "BACKENDS": ".auto",
+    "DEFAULT_BACKEND": ".auto",
+    "NeighborIndex": ".index",
+    "NeighborResult": ".result",
+    "kneighbors": ".index",
+    "nearest_by_group": ".grouped",
+    "use_backend": ".index",
+}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC)

@@ -7,33 +7,14 @@ import time
 import numpy as np
 
 from ..errors import InvalidDataError, InvalidParameterError, NeighborsError
+from .auto import BACKENDS, auto_exact_max_rows, choose_backend
 from .backends import APPROXIMATE, LOCAL_OPTIONS, check_options, local_index
 from .exact import ExactIndex
 from .recall import measure_recall
 from .result import NeighborResult
 
-BACKENDS = ("auto", "exact", "nndescent", "dask")
-DEFAULT_BACKEND = "auto"
-"""The backend of runs that name none (``pll run``, ``pll train``, grids): exact search while it is
-fast, approximate search beyond, so that big data gets approximate search without asking for it."""
 # Options every backend takes: the recall sample and the seed.
 COMMON_OPTIONS = ("recall_sample", "random_state")
-AUTO_EXACT_MAX_ROWS = 100_000
-"""``auto``: exact search up to this many training rows (twice as many for ``k >= AUTO_WIDE_K``), nndescent
-beyond.  ``benchmarks/auto_threshold.py`` on this 2-core machine (synthetic 32-d table with 20 classes,
-min-max scaled; the training rows' own graph plus a quarter as many queries), seconds of exact / warm
-nndescent at recall >= 0.98:
-
-=============  ============  ============  ============  =============
-training rows  20,000        40,000        80,000        160,000
-k = 10         0.6 / 0.6     2.2 / 1.2     7.7 / 3.0     28.7 / 10.7
-k = 50         1.0 / 1.7     2.8 / 4.5     8.7 / 11.0    31.8 / 25.3
-=============  ============  ============  ============  =============
-
-pynndescent's first use in a process adds 33 s of numba compilation, shared by the few searches of a
-run, so exact search wins up to about 100k rows at k = 10 and about 200k at k = 50: pynndescent's graph
-and candidate lists grow with k, exact search's cost barely does."""
-AUTO_WIDE_K = 32
 
 
 def check_features(X, what):
@@ -64,6 +45,29 @@ def check_queries(X_query, n_features):
     return Q
 
 
+def check_backend(backend, options=None):
+    """Refuse an unknown backend, or an option it does not take, before anything is searched.
+
+    The same checks a search makes when it starts, made early: the command
+    line and the grid call this before any stage runs.
+    """
+    options = dict(options or {})
+    if backend not in BACKENDS:
+        raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if backend == "dask":
+        from .sharded import OPTIONS
+
+        shards = options.get("shard_backend", "exact")
+        if shards not in LOCAL_OPTIONS:
+            raise InvalidParameterError(f"shard_backend must be one of {', '.join(LOCAL_OPTIONS)}, got {shards!r}")
+        allowed = OPTIONS + LOCAL_OPTIONS[shards]
+    elif backend == "auto":
+        allowed = ("exact_max_rows", *LOCAL_OPTIONS["nndescent"])
+    else:
+        allowed = LOCAL_OPTIONS[backend]
+    check_options(backend, options, (*allowed, *COMMON_OPTIONS))
+
+
 def use_backend(estimator, backend, options=None, keep=()):
     """Point the neighbor searches of ``estimator`` (its ``knn`` and ``knn_params``) at ``backend``.
 
@@ -76,18 +80,6 @@ def use_backend(estimator, backend, options=None, keep=()):
     keep = {"knn", "knn_params"} if "knn" in keep else set(keep)
     updates = {name: value for name, value in updates.items() if name in params and name not in keep}
     return estimator.set_params(**updates) if updates else estimator
-
-
-def auto_exact_max_rows(k):
-    """The most training rows ``auto`` searches exactly for ``k`` neighbors (see :data:`AUTO_EXACT_MAX_ROWS`)."""
-    return AUTO_EXACT_MAX_ROWS * (2 if k >= AUTO_WIDE_K else 1)
-
-
-def choose_backend(n_train, exact_max_rows=AUTO_EXACT_MAX_ROWS):
-    """The backend ``auto`` picks for ``n_train`` training rows: ``exact`` up to ``exact_max_rows``."""
-    if isinstance(exact_max_rows, bool) or not isinstance(exact_max_rows, (int, np.integer)) or exact_max_rows < 0:
-        raise InvalidParameterError(f"exact_max_rows must be a non-negative integer, got {exact_max_rows!r}")
-    return "exact" if n_train <= exact_max_rows else "nndescent"
 
 
 class NeighborIndex:

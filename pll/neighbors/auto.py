@@ -1,0 +1,44 @@
+"""Which backend a run searches with when it names none, and the names of all backends.
+
+Kept apart from the backends themselves so that the command line can list
+and check these names without importing scikit-learn or numba.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+from ..errors import InvalidParameterError
+
+BACKENDS = ("auto", "exact", "nndescent", "dask")
+DEFAULT_BACKEND = "auto"
+"""The backend of runs that name none (``pll run``, ``pll train``, grids): exact search while it is
+fast, approximate search beyond, so that big data gets approximate search without asking for it."""
+AUTO_EXACT_MAX_ROWS = 100_000
+"""``auto``: exact search up to this many training rows (twice as many for ``k >= AUTO_WIDE_K``), nndescent
+beyond.  ``benchmarks/auto_threshold.py`` on this 2-core machine (synthetic 32-d table with 20 classes,
+min-max scaled; the training rows' own graph plus a quarter as many queries), seconds of exact / warm
+nndescent at recall >= 0.98:
+
+=============  ============  ============  ============  =============
+training rows  20,000        40,000        80,000        160,000
+k = 10         0.6 / 0.6     2.2 / 1.2     7.7 / 3.0     28.7 / 10.7
+k = 50         1.0 / 1.7     2.8 / 4.5     8.7 / 11.0    31.8 / 25.3
+=============  ============  ============  ============  =============
+
+pynndescent's first use in a process adds 33 s of numba compilation, shared by the few searches of a
+run, so exact search wins up to about 100k rows at k = 10 and about 200k at k = 50: pynndescent's graph
+and candidate lists grow with k, exact search's cost barely does."""
+AUTO_WIDE_K = 32
+
+
+def auto_exact_max_rows(k):
+    """The most training rows ``auto`` searches exactly for ``k`` neighbors (see :data:`AUTO_EXACT_MAX_ROWS`)."""
+    return AUTO_EXACT_MAX_ROWS * (2 if k >= AUTO_WIDE_K else 1)
+
+
+def choose_backend(n_train, exact_max_rows=AUTO_EXACT_MAX_ROWS):
+    """The backend ``auto`` picks for ``n_train`` training rows: ``exact`` up to ``exact_max_rows``."""
+    if isinstance(exact_max_rows, bool) or not isinstance(exact_max_rows, Integral) or exact_max_rows < 0:
+        raise InvalidParameterError(f"exact_max_rows must be a non-negative integer, got {exact_max_rows!r}")
+    return "exact" if n_train <= exact_max_rows else "nndescent"
