@@ -1,7 +1,7 @@
 """Data sets: the partial-label data set type, loaders, protocols and splits."""
 
 from .dataset import PartialLabelDataset, one_hot, validate_arrays
-from .loaders import BUILTIN_NAMES, FILE_FORMATS, load_dataset
+from .loaders import BUILTIN_NAMES, FILE_FORMATS, check_source, load_dataset
 from .protocol import PROTOCOLS, apply_protocol, dst_pll_protocol
 from .split import split_indices, train_test_split
 
@@ -11,6 +11,7 @@ __all__ = [
     "PROTOCOLS",
     "PartialLabelDataset",
     "apply_protocol",
+    "check_source",
     "dst_pll_protocol",
     "load_dataset",
     "one_hot",

@@ -73,6 +73,16 @@ def load_dataset(
     return apply_protocol(ds, protocol)
 
 
+def check_source(name_or_path):
+    """Refuse a data set that is neither a built-in name nor an existing, non-empty file of a known type.
+
+    What :func:`load_dataset` checks first, without reading the data: a run
+    can be refused before it starts.
+    """
+    if str(name_or_path) not in BUILTIN_NAMES:
+        _existing_file(str(name_or_path))
+
+
 def _existing_file(key):
     path = Path(key)
     suffix = path.suffix.lower()
