@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator
 
 from ..errors import InvalidDataError, InvalidParameterError, NotFittedError
 from ..neighbors import NeighborResult, kneighbors
+from ..progress import blocks, track
 
 # Rows per block are chosen so that a block's (rows, k, l) work arrays stay near this size.
 BLOCK_BYTES = 32 * 2**20
@@ -16,8 +17,7 @@ BLOCK_BYTES = 32 * 2**20
 
 def row_blocks(n_rows, bytes_per_row):
     """Slices over ``n_rows`` whose per-block memory stays near :data:`BLOCK_BYTES`."""
-    step = max(1, BLOCK_BYTES // max(int(bytes_per_row), 1))
-    return [slice(s, min(s + step, n_rows)) for s in range(0, n_rows, step)]
+    return blocks(n_rows, max(1, BLOCK_BYTES // max(int(bytes_per_row), 1)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,7 +177,7 @@ class NeighborMethod(BaseEstimator):
                     f"query candidate sets have {cand.shape[1]} classes, the model {self.n_classes_}"
                 )
             cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
-        return self._predict(nb, cand, self._query_stream)
+        return self._predict(nb, cand, self._query_stream, "predictions")
 
     def disambiguate(self):
         """Predictions for the training rows, each restricted to its own bag.
@@ -188,15 +188,12 @@ class NeighborMethod(BaseEstimator):
         self._check_fitted()
         nb = self._neighbors_for(None, None)
         cand = np.where(self.S_train_.any(axis=1, keepdims=True), self.S_train_, True)
-        return self._predict(nb, cand, self._train_stream)
+        return self._predict(nb, cand, self._train_stream, "disambiguation")
 
-    def _predict(self, nb, cand, stream):
-        blocks = row_blocks(nb.n_queries, self._bytes_per_row(nb.k))
+    def _predict(self, nb, cand, stream, what):
         out = None
-        for b in blocks:
+        for b in track(row_blocks(nb.n_queries, self._bytes_per_row(nb.k)), f"{type(self).__name__} {what}"):
             part = self._predict_block(nb.indices[b], nb.distances[b], cand[b], np.arange(b.start, b.stop), stream)
-            if len(blocks) == 1:
-                return part
             if out is None:  # allocate once, then fill block by block: no concatenated copies
                 out = {
                     name: None if v is None else np.empty((nb.n_queries, *v.shape[1:]), dtype=v.dtype)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..progress import blocks, track
 from .screening import screening_queries, screening_rows, smallest
 
 # Bytes of scratch memory a block of queries may use (candidate differences, distance rows).
@@ -138,8 +139,7 @@ class ExactIndex:
         indices = np.full((n_query, k), -1, dtype=np.int64)
         distances = np.full((n_query, k), np.inf)
         step = max(1, _BLOCK_BYTES // (8 * width * max(d, 1)))
-        for start in range(0, n_query, step):
-            rows = slice(start, min(start + step, n_query))
+        for rows in track(blocks(n_query, step), "exact search"):
             Qb, ex = Q[rows], exclude[rows]
             B, sq_q = screening_queries(Qb, self._center)
             approx, cand = smallest(self._screen, B, width, ex)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidDataError, InvalidParameterError
+from ..progress import blocks, track
 from .backends import LOCAL_OPTIONS, check_options
 from .exact import ExactIndex, rerank, rounding_bound
 from .index import BACKENDS, COMMON_OPTIONS, NeighborIndex, check_features, check_queries, choose_backend
@@ -174,8 +175,8 @@ class GroupedExactIndex:
         excluded_slot = np.where(exclude >= 0, self.slot_of_row[exclude], -1)
         step = max(1, _BLOCK_BYTES // (4 * max(self.group_chunks[-1], min(_TILE_ROWS, self.rows.size))))
         crowded = [[] for _ in range(self.n_groups)]
-        for start in range(0, n_query, step):
-            rows = np.arange(start, min(start + step, n_query))
+        for block in track(blocks(n_query, step), "exact search per group"):
+            rows = np.arange(block.start, block.stop)
             minima = self._chunk_minima(np.ascontiguousarray(B[rows].T), excluded_slot[rows])
             for g in range(self.n_groups):
                 lo, hi = self.group_chunks[g], self.group_chunks[g + 1]

@@ -1,0 +1,170 @@
+"""Progress of long row loops, for whoever listens: rows done, rate and time left.
+
+A 1M-row run spends minutes in single loops over blocks of rows (exact
+searches, the methods' predictions) that would otherwise print nothing.  The
+caller who wants to hear of them (the pipeline's tasks) wraps its work in
+:func:`reporting`; the library's block loops go through :func:`track`, which
+hands back the blocks untouched when no one listens, so it costs one context
+variable look-up.  The listener lives in a :class:`~contextvars.ContextVar`:
+it covers the code run in the same context (thread or task), not threads the
+loops start themselves, nor other processes (a Dask worker sets its own).
+Numba kernels cannot call back into Python, so progress is counted per block.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from .errors import InvalidParameterError
+
+MIN_ROWS_ENV = "PLL_PROGRESS_MIN_ROWS"
+DEFAULT_MIN_ROWS = 100_000
+"""Loops over fewer rows report nothing (``$PLL_PROGRESS_MIN_ROWS`` overrides): they end within seconds."""
+DEFAULT_EVERY_SECONDS = 20.0
+"""Seconds between two lines of one loop; its last line comes when it ends, whatever the interval."""
+
+
+def blocks(n_rows, step):
+    """Consecutive slices of at most ``step`` rows that cover ``range(n_rows)``."""
+    return [slice(s, min(s + step, n_rows)) for s in range(0, n_rows, step)]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where one loop stands: ``done`` of ``total`` rows after ``seconds``; ``str()`` gives the console line."""
+
+    what: str
+    done: int
+    total: int
+    seconds: float
+
+    @property
+    def rate(self):
+        """Rows per second so far; None before the clock has moved."""
+        return self.done / self.seconds if self.seconds > 0 else None
+
+    @property
+    def seconds_left(self):
+        """Seconds to the end at the rate so far; None without a rate or before any row is done."""
+        rate = self.rate
+        return (self.total - self.done) / rate if rate else None
+
+    def __str__(self):
+        line = f"{self.what}: {self.done:,} / {self.total:,} rows ({100 * self.done // self.total}%)"
+        if self.rate is not None:
+            line += f", {self.rate:,.0f} rows/s"
+        if self.done == self.total:
+            return f"{line}, done in {duration(self.seconds)}"
+        if self.seconds_left is not None:
+            line += f", about {duration(self.seconds_left)} left"
+        return line
+
+
+def duration(seconds):
+    """``seconds`` as people say it: ``40 s``, ``3 min``, ``1 h 5 min``."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def min_rows_from_env():
+    """The row threshold of :data:`MIN_ROWS_ENV`, or :data:`DEFAULT_MIN_ROWS` when it is unset."""
+    text = os.environ.get(MIN_ROWS_ENV)
+    if text is None:
+        return DEFAULT_MIN_ROWS
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidParameterError(f"{MIN_ROWS_ENV} must be a non-negative whole number of rows, got {text!r}")
+    return value
+
+
+class _Listener:
+    """What :func:`reporting` installed; ``busy`` while one of its loops reports (loops inside it stay quiet)."""
+
+    def __init__(self, callback, min_rows, every_seconds, clock):
+        self.callback, self.min_rows, self.every_seconds, self.clock = callback, min_rows, every_seconds, clock
+        self.busy = False
+
+    def follow(self, blocks, what):
+        total = sum(b.stop - b.start for b in blocks)
+        if self.busy or total == 0 or total < self.min_rows:
+            return blocks
+        return self._report(blocks, what, total)
+
+    def _report(self, blocks, what, total):
+        self.busy = True
+        try:
+            start = last = self.clock()
+            done = 0
+            for b in blocks:
+                yield b
+                done += b.stop - b.start
+                now = self.clock()
+                if done == total or now - last >= self.every_seconds:
+                    last = now
+                    self.callback(Progress(what, done, total, now - start))
+        finally:
+            self.busy = False
+
+
+_LISTENER: ContextVar[_Listener | None] = ContextVar("pll_progress_listener", default=None)
+
+
+@contextmanager
+def reporting(callback, min_rows=None, every_seconds=DEFAULT_EVERY_SECONDS, clock=time.monotonic):
+    """Within this block, loops over at least ``min_rows`` rows call ``callback`` with a :class:`Progress`.
+
+    Each such loop reports every ``every_seconds`` (at block ends) and once
+    when it ends.  A loop that runs inside another reporting loop stays quiet:
+    the outer one already counts those rows.
+
+    Parameters
+    ----------
+    callback : callable
+        Called with one :class:`Progress`, e.g. to log ``str(progress)``.
+    min_rows : int, optional
+        Default: :data:`MIN_ROWS_ENV` from the environment, else :data:`DEFAULT_MIN_ROWS`.
+    every_seconds : float
+    clock : callable
+        Seconds, monotonic (tests pass their own).
+
+    Examples
+    --------
+    >>> lines = []
+    >>> with reporting(lambda p: lines.append(str(p)), min_rows=10, clock=iter([0, 2, 4]).__next__):
+    ...     for rows in track(blocks(20, 10), "squares"):
+    ...         pass
+    >>> lines
+    ['squares: 20 / 20 rows (100%), 5 rows/s, done in 4 s']
+    """
+    min_rows = min_rows_from_env() if min_rows is None else min_rows
+    token = _LISTENER.set(_Listener(callback, min_rows, every_seconds, clock))
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)
+
+
+def track(row_slices, what):
+    """``row_slices`` to loop over, reporting the rows done after each slice when someone listens.
+
+    Parameters
+    ----------
+    row_slices : list of slice
+        Consecutive blocks of rows, e.g. from :func:`blocks`.
+    what : str
+        Names the loop in the lines, e.g. ``"exact search"``.
+    """
+    listener = _LISTENER.get()
+    return row_slices if listener is None else listener.follow(row_slices, what)

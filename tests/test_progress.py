@@ -1,0 +1,191 @@
+"""Progress of long row loops (pll.progress): the library's real block loops, a collecting callback, a test clock.
+
+The last test runs ``pll run`` as a user would, in a fresh process with a real temporary Prefect
+server, and reads the progress lines on its console.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pll
+from pll.data.synthetic import make_partial_label_table
+from pll.errors import InvalidParameterError
+from pll.methods import base
+from pll.neighbors import exact, grouped, nearest_by_group
+from pll.progress import MIN_ROWS_ENV, Progress, blocks, duration, reporting, track
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def ticking(step=1.0):
+    """A clock that moves ``step`` seconds at every reading."""
+    return itertools.count(0.0, step).__next__
+
+
+def collect(**options):
+    """A list that ``reporting`` fills with every Progress, and the context manager."""
+    found = []
+    return found, reporting(found.append, **{"min_rows": 1, "every_seconds": 0.0, "clock": ticking(), **options})
+
+
+def check_run(found, what, total):
+    """The lines of one loop: counts rising to ``total`` and a rate at every line."""
+    mine = [p for p in found if p.what == what]
+    assert mine, f"no progress of {what!r} in {[p.what for p in found]}"
+    done = [p.done for p in mine]
+    assert done == sorted(set(done)) and done[-1] == total
+    assert all(p.total == total and p.rate > 0 for p in mine)
+    return mine
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(600, 4)), rng.normal(size=(450, 4))
+
+
+def test_exact_search_reports_each_block_and_finds_the_same_neighbors(data, monkeypatch):
+    X, Q = data
+    monkeypatch.setattr(exact, "_BLOCK_BYTES", 8 * 14 * 4 * 100)  # 100 queries per block at k=5
+    quiet = exact.ExactIndex(X).search(Q, 5)
+    found, listening = collect()
+    with listening:
+        loud = exact.ExactIndex(X).search(Q, 5)
+    mine = check_run(found, "exact search", 450)
+    assert [p.done for p in mine] == [100, 200, 300, 400, 450]
+    np.testing.assert_array_equal(loud[0], quiet[0])
+    np.testing.assert_array_equal(loud[1], quiet[1])
+
+
+def test_grouped_search_reports(data, monkeypatch):
+    X, Q = data
+    groups = np.arange(X.shape[0]) % 3
+    monkeypatch.setattr(grouped, "_BLOCK_BYTES", 4 * 4096 * 50)  # about 50 queries per block of 4,096 slots
+    quiet = nearest_by_group(X, groups, 3, Q)
+    found, listening = collect()
+    with listening:
+        loud = nearest_by_group(X, groups, 3, Q)
+    assert len(check_run(found, "exact search per group", 450)) > 1
+    np.testing.assert_array_equal(loud[0], quiet[0])
+
+
+def test_method_predictions_and_disambiguation_report(data, monkeypatch):
+    X, Q = data
+    S = np.random.default_rng(1).random((X.shape[0], 5)) < 0.4
+    S[np.arange(X.shape[0]), np.arange(X.shape[0]) % 5] = True
+    monkeypatch.setattr(base, "BLOCK_BYTES", 8 * (10 + 3 * 5) * 64)  # DST-PLL: 64 rows per block
+    clf = pll.DstPll(n_neighbors=10, random_state=0).fit(X, S)
+    quiet = clf.predict_with_reject(Q)
+    found, listening = collect()
+    with listening:
+        loud = clf.predict_with_reject(Q)
+        clf.disambiguate()
+    assert len(check_run(found, "DstPll predictions", 450)) == 8
+    check_run(found, "DstPll disambiguation", 600)
+    for name in ("labels", "accept", "score", "guess", "beliefs", "plausibilities"):
+        np.testing.assert_array_equal(getattr(loud, name), getattr(quiet, name))
+
+
+def test_nothing_is_reported_below_min_rows(data):
+    X, Q = data
+    found, listening = collect(min_rows=451)
+    with listening:
+        exact.ExactIndex(X).search(Q, 5)  # 450 queries
+        for _ in track(blocks(451, 100), "long enough"):
+            pass
+    assert {p.what for p in found} == {"long enough"}
+
+
+def test_min_rows_comes_from_the_environment(monkeypatch):
+    found = []
+    monkeypatch.delenv(MIN_ROWS_ENV, raising=False)
+    with reporting(found.append):
+        list(track(blocks(99_999, 1000), "default threshold"))
+    assert found == []
+    monkeypatch.setenv(MIN_ROWS_ENV, "500")
+    with reporting(found.append):
+        list(track(blocks(499, 100), "below"))
+        list(track(blocks(500, 100), "at the threshold"))
+    assert {p.what for p in found} == {"at the threshold"}
+    monkeypatch.setenv(MIN_ROWS_ENV, "many")
+    with pytest.raises(InvalidParameterError, match=f"{MIN_ROWS_ENV} must be a non-negative whole number"):
+        with reporting(found.append):
+            pass
+
+
+def test_rate_and_time_left_come_from_the_clock():
+    found = []
+    with reporting(found.append, min_rows=1, every_seconds=25, clock=ticking(10.0)):
+        for _ in track(blocks(1000, 100), "rows"):  # 10 s per block of 100 rows
+            pass
+    assert [(p.done, p.seconds) for p in found] == [(300, 30.0), (600, 60.0), (900, 90.0), (1000, 100.0)]
+    assert found[0].rate == 10.0 and found[0].seconds_left == 70.0
+    assert [str(p) for p in found] == [
+        "rows: 300 / 1,000 rows (30%), 10 rows/s, about 1 min left",
+        "rows: 600 / 1,000 rows (60%), 10 rows/s, about 40 s left",
+        "rows: 900 / 1,000 rows (90%), 10 rows/s, about 10 s left",
+        "rows: 1,000 / 1,000 rows (100%), 10 rows/s, done in 2 min",
+    ]
+
+
+def test_line_wording():
+    assert str(Progress("neighbors", 420_000, 1_000_000, 135.0)) == (
+        "neighbors: 420,000 / 1,000,000 rows (42%), 3,111 rows/s, about 3 min left"
+    )
+    assert str(Progress("x", 0, 10, 0.0)) == "x: 0 / 10 rows (0%)"  # the clock has not moved: no rate
+    assert [duration(s) for s in (0.4, 59, 89, 3599, 3900, 7260)] == ["0 s", "59 s", "1 min", "1 h 0 min",
+                                                                     "1 h 5 min", "2 h 1 min"]
+
+
+def test_a_loop_inside_a_reporting_loop_stays_quiet():
+    found, listening = collect()
+    with listening:
+        for _ in track(blocks(300, 100), "outer"):
+            for _ in track(blocks(200, 50), "inner"):
+                pass
+        for _ in track(blocks(200, 100), "after"):
+            pass
+    assert [(p.what, p.done) for p in found] == [("outer", 100), ("outer", 200), ("outer", 300), ("after", 100),
+                                                  ("after", 200)]
+
+
+def test_no_listener_no_work():
+    row_slices = blocks(10**6, 1000)
+    assert track(row_slices, "unheard") is row_slices
+    found, listening = collect()
+    with listening:
+        pass
+    assert track(row_slices, "after the block") is row_slices
+
+
+@pytest.mark.slow
+def test_pll_run_shows_progress_on_the_console(tmp_path):
+    table = make_partial_label_table(3000, n_features=8, n_classes=5, random_state=0)
+    table.to_parquet(tmp_path / "rows.parquet")
+    env = {**os.environ, MIN_ROWS_ENV: "1000", "PREFECT_HOME": str(tmp_path / "prefect-home"),
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PLL_CACHE_DIR": str(tmp_path / "cache"),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env.pop("PREFECT_API_URL", None)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "pll"), "run", "--dataset", str(tmp_path / "rows.parquet"), "--methods",
+         "pl_knn", "--knn-backend", "exact"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )
+    console = done.stdout + done.stderr
+    assert done.returncode == 0, console[-6000:]
+    lines = re.findall(r"Task run '([\w-]+)' - (.+?): ([\d,]+) / ([\d,]+) rows \((\d+)%\)(.*)", console)
+    # 3,000 rows: 2,400 training rows (1,920 fitting, 480 validation), 600 test rows; at most 1,000 stay quiet.
+    seen = {(task, what, total) for task, what, _, total, _, _ in lines}
+    assert ("neighbors-minmax", "exact search", "2,400") in seen, console[-6000:]
+    assert ("method-pl_knn", "PlKnn disambiguation", "2,400") in seen
+    assert all(int(total.replace(",", "")) >= 1000 for _, _, _, total, _, _ in lines)
+    assert all(done_ == total and pct == "100" and "done in" in rest for _, _, done_, total, pct, rest in lines)
