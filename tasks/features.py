@@ -4,6 +4,7 @@ from prefect import task
 
 from pll.features import featurize
 from tasks.caching import CACHED, RETRIES
+from tasks.progress import logged_progress
 
 
 @task(name="features", **CACHED, **RETRIES, task_run_name="features-{features}")
@@ -12,4 +13,5 @@ def split_and_featurize(ds, rows, features: str, knn_backend: str, knn_options: 
 
     Pipelines that search neighbors use the run's kNN backend.
     """
-    return featurize(ds, rows.train, rows.test, features, knn=knn_backend, knn_params=knn_options)
+    with logged_progress():
+        return featurize(ds, rows.train, rows.test, features, knn=knn_backend, knn_params=knn_options)

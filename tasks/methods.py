@@ -7,6 +7,7 @@ from sklearn.base import clone
 
 from pll.methods import RejectPrediction, make_method
 from tasks.caching import CACHED, RETRIES
+from tasks.progress import logged_progress
 
 
 @dataclass(frozen=True)
@@ -32,16 +33,17 @@ class MethodOutput:
 @task(name="method", **CACHED, **RETRIES, task_run_name="method-{name}")
 def run_method(name: str, params: dict | None, split, rows, neighbors, seed: int) -> MethodOutput:
     """Fit ``name`` on the split's training rows, reusing the precomputed ``neighbors``."""
-    clf = make_method(name, params, random_state=seed)
-    clf.fit(split.X_train, split.train.S, neighbors=neighbors.train)
-    holdout = clone(clf).fit(split.X_train[rows.fit], split.train.S[rows.fit])
-    return MethodOutput(
-        name,
-        split.features,
-        test=clf.predict_with_reject(split.X_test, neighbors=neighbors.test),
-        train=clf.disambiguate(),
-        val=holdout.predict_with_reject(split.X_train[rows.val], neighbors=neighbors.val),
-    )
+    with logged_progress():
+        clf = make_method(name, params, random_state=seed)
+        clf.fit(split.X_train, split.train.S, neighbors=neighbors.train)
+        holdout = clone(clf).fit(split.X_train[rows.fit], split.train.S[rows.fit])
+        return MethodOutput(
+            name,
+            split.features,
+            test=clf.predict_with_reject(split.X_test, neighbors=neighbors.test),
+            train=clf.disambiguate(),
+            val=holdout.predict_with_reject(split.X_train[rows.val], neighbors=neighbors.val),
+        )
 
 
 def neighbors_needed(methods: dict) -> int:

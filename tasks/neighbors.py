@@ -8,6 +8,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pll.neighbors import NeighborIndex, NeighborResult
 from tasks.caching import CACHED, RETRIES
+from tasks.progress import logged_progress
 from tasks.tracking import log_metrics
 
 
@@ -28,10 +29,11 @@ def find_neighbors(split, rows, k: int, backend: str, options: dict | None) -> N
     test rows'; the validation rows search a second index over the fitting rows.
     """
     options = dict(options or {})
-    with NeighborIndex(split.X_train, k, backend, **options) as index:
-        train, test = index.kneighbors(None), index.kneighbors(split.X_test)
-    with NeighborIndex(split.X_train[rows.fit], k, backend, **options) as index:
-        val = index.kneighbors(split.X_train[rows.val])
+    with logged_progress():
+        with NeighborIndex(split.X_train, k, backend, **options) as index:
+            train, test = index.kneighbors(None), index.kneighbors(split.X_test)
+        with NeighborIndex(split.X_train[rows.fit], k, backend, **options) as index:
+            val = index.kneighbors(split.X_train[rows.val])
     return NeighborSet(train=train, test=test, val=val)
 
 

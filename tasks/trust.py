@@ -11,6 +11,7 @@ from pll.trust_score import DEFAULT_CLASS_SETS, DEFAULT_THRESHOLD, partial_label
 from tasks.caching import CACHED, RETRIES
 from tasks.methods import MethodOutput
 from tasks.neighbors import NeighborSet
+from tasks.progress import logged_progress
 
 
 @task(name="trust", **CACHED, **RETRIES, task_run_name="trust-{output.method}")
@@ -38,20 +39,21 @@ def trust_option(
     """
     params = {"knn": knn_backend, "knn_params": dict(knn_options or {})}
     S, train = split.train.S, output.train
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # empty classes and duplicates are well defined
-        full = partial_label_trust(split.X_train, S, train.labels, train.accept, class_sets, **params)
-        fit = rows.fit
-        holdout = partial_label_trust(
-            split.X_train[fit], S[fit], train.labels[fit], train.accept[fit], class_sets, **params
-        )
+    with logged_progress():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # empty classes and duplicates are well defined
+            full = partial_label_trust(split.X_train, S, train.labels, train.accept, class_sets, **params)
+            fit = rows.fit
+            holdout = partial_label_trust(
+                split.X_train[fit], S[fit], train.labels[fit], train.accept[fit], class_sets, **params
+            )
+        test_scores = full.score(split.X_test, output.test.labels, neighbors=neighbors.test)
+        val_scores = holdout.score(split.X_train[rows.val], output.val.labels, neighbors=neighbors.val)
     return MethodOutput(
         output.method,
         output.features,
-        test=with_trust(output.test, full.score(split.X_test, output.test.labels, neighbors=neighbors.test), threshold),
+        test=with_trust(output.test, test_scores, threshold),
         train=train,
-        val=with_trust(
-            output.val, holdout.score(split.X_train[rows.val], output.val.labels, neighbors=neighbors.val), threshold
-        ),
+        val=with_trust(output.val, val_scores, threshold),
         option="trust",
     )
