@@ -9,10 +9,14 @@ import sys
 from contextlib import ExitStack
 
 import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
+from pll import catalog
 from pll.errors import PllError
-from pll.neighbors.index import AUTO_EXACT_MAX_ROWS, AUTO_WIDE_K, BACKENDS, DEFAULT_BACKEND
+from pll.neighbors.auto import AUTO_EXACT_MAX_ROWS, AUTO_WIDE_K, BACKENDS, DEFAULT_BACKEND
 
 from .server import STARTUP_TIMEOUT_SECONDS, TemporaryServerError, temporary_server
+
+# Nothing above imports Prefect, MLflow, scikit-learn or numba: ``pll --help`` answers at once, and a bad
+# argument is refused (:func:`preflight`) before a server starts.
 
 
 class _HideInputErrors(logging.Filter):
@@ -53,14 +57,27 @@ def _seed(text):
 
 
 def _method_list(text):
-    from pll.methods import METHODS
-
     methods = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in catalog.METHODS]
     if unknown or not methods:
         raise argparse.ArgumentTypeError(f"unknown method {unknown[0] if unknown else text!r}: choose from "
-                                         f"{', '.join(METHODS)}")
+                                         f"{', '.join(catalog.METHODS)}")
     return methods
+
+
+def _choices(names):
+    """Help text listing ``names`` (a catalog: name -> one line) as ``name: what it is``, escaped for argparse."""
+    return "; ".join(f"{name}: {text}" for name, text in names.items()).replace("%", "%%")
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return value
 
 
 _DASK_HELP = "run the tasks on Dask: 'local' (a LocalCluster) or a scheduler address, e.g. tcp://127.0.0.1:8786"
@@ -72,13 +89,15 @@ _TRACKING_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlit
 def _add_data_arguments(parser):
     """The data set and its partial labels, as the pipeline and the training flow take them."""
     parser.add_argument("--dataset", default="digits", help="built-in name or path (default: digits; see `pll datasets`)")
-    parser.add_argument("--protocol", default="none", help="data preparation: none or dst-pll (default: none)")
+    parser.add_argument("--protocol", default="none", choices=catalog.PROTOCOLS,
+                        help=f"data preparation: {_choices(catalog.PROTOCOLS)} (default: none)")
     parser.add_argument("--noisy-bags", action="store_true",
                         help="accept empty bags and true labels outside their bags (noisy partial labels)")
-    parser.add_argument("--noise", default="auto",
-                        help="noise model: auto (class_dependent for fully labelled data, else none), none, uniform, "
-                        "class_dependent, instance_dependent, cluster_dependent, remove_true_label")
-    parser.add_argument("--noise-params", type=_json_arg, default=None, help='JSON, e.g. \'{"p": 0.5}\'')
+    parser.add_argument("--noise", default="auto", choices=catalog.NOISE_CHOICES, metavar="NOISE",
+                        help="partial-label noise added to the bags: auto (class_dependent for fully labelled "
+                        f"data, else none), none (bags as loaded), {_choices(catalog.NOISE_MODELS)} (default: auto)")
+    parser.add_argument("--noise-params", type=_json_arg, default=None,
+                        help='JSON parameters of the noise model, e.g. \'{"p": 0.5}\'')
     parser.add_argument("--seed", type=_seed, default=0,
                         help=f"seed of the noise model, the split and the methods: 0 to {MAX_SEED} (default: 0)")
 
@@ -108,19 +127,21 @@ def _command(sub, name, text):
     return sub.add_parser(name, help=text, description=text, epilog=epilog)
 
 
-def build_parser():
-    from pll.methods import METHODS
+def _features_argument(parser):
+    parser.add_argument("--features", default="minmax", choices=catalog.FEATURE_PIPELINES, metavar="FEATURES",
+                        help=f"feature pipeline: {_choices(catalog.FEATURE_PIPELINES)} (default: minmax)")
 
+
+def build_parser():
     parser = argparse.ArgumentParser(prog="pll", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = _command(sub, "run", "run the pipeline once and log it to MLflow")
     _add_data_arguments(run)
-    run.add_argument("--methods", type=_method_list, default=None,
-                     help=f"comma-separated methods among {', '.join(METHODS)} (default: all)")
+    run.add_argument("--methods", type=_method_list, default=list(catalog.METHODS),
+                     help=f"comma-separated methods among: {_choices(catalog.METHODS)} (default: all)")
     run.add_argument("--method-params", type=_json_arg, default=None,
                      help='JSON per method, e.g. \'{"pl_knn": {"n_neighbors": 5}}\'')
-    run.add_argument("--features", default="minmax",
-                     help="feature pipeline: minmax, standard, pca, pl_aknn_real, pl_aknn_vision (default: minmax)")
+    _features_argument(run)
     run.add_argument("--method-features", type=_json_arg, default=None,
                      help='JSON method -> feature pipeline (default: \'{"pl_aknn": "pl_aknn_real"}\')')
     _add_knn_arguments(run)
@@ -130,16 +151,17 @@ def build_parser():
     bench = _command(sub, "benchmark", "run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
     bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
     bench.add_argument("--dask-address", default=None, help=_DASK_HELP)
-    bench.add_argument("--max-concurrency", type=int, default=None, help="cells at once (default: the grid's)")
+    bench.add_argument("--max-concurrency", type=_positive, default=None, help="cells at once (default: the grid's)")
     bench.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     bench.add_argument("--experiment", default=None, help="MLflow experiment name (default: the grid's)")
     _command(sub, "serve", "serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
     _command(sub, "datasets", "list the built-in data sets, file formats, noise models and feature pipelines")
     train = _command(sub, "train", "fit a method on all rows of a data set; log it as an MLflow model")
     _add_data_arguments(train)
-    train.add_argument("--method", default="pl_knn", help="method to fit (default: pl_knn)")
+    train.add_argument("--method", default="pl_knn", choices=catalog.METHODS, metavar="METHOD",
+                       help=f"method to fit: {_choices(catalog.METHODS)} (default: pl_knn)")
     train.add_argument("--method-params", type=_json_arg, default=None, help='JSON, e.g. \'{"n_neighbors": 5}\'')
-    train.add_argument("--features", default="minmax", help="feature pipeline (default: minmax)")
+    _features_argument(train)
     _add_knn_arguments(train)
     train.add_argument("--threshold", type=float, default=None,
                        help="accept rows whose score exceeds this (default: the method's own reject rule)")
@@ -162,15 +184,42 @@ def cmd_serve(args):
     return 0
 
 
+def preflight(args):
+    """Refuse bad arguments before Prefect or MLflow start: one line, and nothing created or left running.
+
+    The flows check the same things when a deployment runs them; here it
+    happens before a server is started for a run that could not work.
+    """
+    from pll.experiment import check_run
+    from tasks.tracking_store import resolve_tracking_uri
+
+    if args.command == "run":
+        check_run(dataset=args.dataset, protocol=args.protocol, noise=args.noise, noise_params=args.noise_params,
+                  methods=args.methods, method_params=args.method_params, features=args.features,
+                  method_features=args.method_features, knn_backend=args.knn_backend, knn_options=args.knn_options)
+    elif args.command == "train":
+        check_run(dataset=args.dataset, protocol=args.protocol, noise=args.noise, noise_params=args.noise_params,
+                  methods=[args.method], method_params={args.method: args.method_params or {}},
+                  features=args.features, knn_backend=args.knn_backend, knn_options=args.knn_options)
+    elif args.command == "benchmark":
+        from pll.grid import load_grid
+
+        load_grid(args.grid)
+    elif args.command == "score":
+        from pll.scoring import check_input_path, check_output_path
+
+        check_input_path(args.input)
+        check_output_path(args.output)
+    args.tracking_uri = resolve_tracking_uri(args.tracking_uri)
+
+
 def cmd_run(args):
-    from pll.methods import METHODS
     from pll.tables import markdown_table
     from tasks.tracking import ui_command
 
     from .cluster import dask_cluster, on_dask
     from .pipeline import pipeline
 
-    methods = args.methods or list(METHODS)
     with dask_cluster(args.dask_address) as address:
         result = on_dask(pipeline, address)(
             dask_address=address,
@@ -180,7 +229,7 @@ def cmd_run(args):
             noise=args.noise,
             noise_params=args.noise_params,
             seed=args.seed,
-            methods=methods,
+            methods=args.methods,
             method_params=args.method_params,
             features=args.features,
             method_features=args.method_features,
@@ -200,13 +249,12 @@ def cmd_run(args):
 
 
 def cmd_benchmark(args):
-    from pll.grid import load_grid, summary_tables
+    from pll.grid import summary_tables
     from pll.tables import markdown_table
     from tasks.tracking import ui_command
 
     from .benchmark import benchmark
 
-    load_grid(args.grid)  # a bad grid file: one line on stderr before any flow starts
     state = benchmark(
         grid=args.grid,
         dask_address=args.dask_address,
@@ -296,10 +344,11 @@ def cmd_score(args):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    _quiet_input_errors()
     try:
         with ExitStack() as stack:
             if args.command in _ORCHESTRATED:
+                preflight(args)
+                _quiet_input_errors()
                 log = stack.enter_context(temporary_server())
                 if log is not None:
                     print(f"Prefect: temporary local server (its log: {log})")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from prefect import flow
 
 from flows import LOG_PRINTS
-from pll.experiment import group_by_features, make_split
+from pll import catalog
+from pll.experiment import check_run, group_by_features, make_split
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import metrics_table
 from tasks.caching import bounded
@@ -18,7 +19,7 @@ from tasks.noise import add_noise
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, log_results, resolve_tracking_uri, start_run
 from tasks.trust import trust_option
 
-DEFAULT_METHODS = ("pl_knn", "dst_pll", "pl_aknn")
+DEFAULT_METHODS = tuple(catalog.METHODS)
 # PL A-kNN runs on its paper's preprocessing unless the caller says otherwise.
 DEFAULT_METHOD_FEATURES = {"pl_aknn": "pl_aknn_real"}
 
@@ -56,6 +57,9 @@ def pipeline(
     methods', the feature pipelines' and the trust score's.  Stages of a run
     on more rows than :func:`tasks.caching.cache_max_rows` are not cached.
     """
+    check_run(dataset=dataset, protocol=protocol, noise=noise, noise_params=noise_params, methods=methods,
+              method_params=method_params, features=features, method_features=method_features,
+              knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction)
     tracking_uri = resolve_tracking_uri(tracking_uri)
     method_params = {m: dict((method_params or {}).get(m, {})) for m in methods}
     method_features = {**DEFAULT_METHOD_FEATURES, **(method_features or {})}

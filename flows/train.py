@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from flows import LOG_PRINTS
-from pll.methods import make_method
+from pll.experiment import check_run
 from pll.neighbors import DEFAULT_BACKEND
 from tasks.ingest import ingest
 from tasks.models import fit, input_example, log_model
@@ -49,8 +49,11 @@ def train(
     ``registered_uri`` when ``registered_name`` names a registered model, the
     training ``run_id``, ``experiment`` and ``tracking_uri``.
     """
+    # A bad name or parameter fails before any run is created.
+    check_run(dataset=dataset, protocol=protocol, noise=noise, noise_params=noise_params, methods=[method],
+              method_params={method: method_params or {}}, features=features, knn_backend=knn_backend,
+              knn_options=knn_options)
     tracking_uri = resolve_tracking_uri(tracking_uri)
-    make_method(method, method_params)  # a bad name or parameter fails before any run is created
     config = {
         "dataset": dataset,
         "protocol": protocol,

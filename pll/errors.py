@@ -41,3 +41,7 @@ class ModelNotFoundError(PllError):
 
 class FilesFailedError(PllError):
     """Some files of a folder could not be scored; they are retried on the next run."""
+
+
+class TrackingStoreError(PllError):
+    """The MLflow tracking store named by a URI cannot be reached or written."""

@@ -66,7 +66,8 @@ from .tables import significance_table
 from .features import FEATURE_PIPELINES
 from .methods import METHODS, make_method
 from .neighbors import BACKENDS, DEFAULT_BACKEND
-from .noise import NOISE_MODELS
+from .neighbors.index import check_backend
+from .noise import check_noise
 
 DEFAULT_EXPERIMENT = "pll-benchmark"
 DEFAULT_MAX_CONCURRENCY = 2
@@ -75,7 +76,6 @@ KEYS = (
     "methods", "method_features", "features", "knn_backend", "knn_options", "val_fraction",
 )
 REQUIRED = ("name", "datasets", "seeds", "methods")
-NOISE_CHOICES = ("auto", "none", *NOISE_MODELS)
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -218,6 +218,11 @@ def parse_grid(spec, source="<grid>") -> Grid:
     knn_options = spec.get("knn_options") or {}
     if not isinstance(knn_options, dict):
         raise bad("knn_options", f"must be a mapping of option names to values, got {knn_options!r}")
+    for backend in backends:
+        try:
+            check_backend(backend, knn_options)
+        except PllError as exc:
+            raise bad("knn_options", str(exc)) from None
     noises = _noise_settings(spec.get("noise", "auto"), bad)
     methods = _method_settings(spec["methods"], bad)
     method_features = _method_features(spec.get("method_features") or {}, methods, bad)
@@ -294,9 +299,12 @@ def _noise_settings(value, bad):
                 raise bad(where, "a noise mapping needs a 'model' key naming the noise model")
         else:
             raise bad(where, f"must be a noise model name or a mapping with 'model', got {entry!r}")
-        if model not in NOISE_CHOICES:
-            raise bad(where, f"unknown noise model {model!r}; choose from {', '.join(NOISE_CHOICES)}")
-        settings += [(model, p) for p in _expand(params, where, bad)]
+        for setting in _expand(params, where, bad):
+            try:
+                check_noise(model, setting)
+            except PllError as exc:
+                raise bad(where, str(exc)) from None
+            settings.append((model, setting))
     return settings
 
 

@@ -402,8 +402,36 @@ _ARGUMENTS = {
     "cluster_dependent": lambda ds: (ds.X, ds.y, ds.n_classes),
     "remove_true_label": lambda ds: (ds.S, ds.y),
 }
+# The models' arguments that come from the data set, not from the user.
+_FROM_DATA = frozenset({"X", "y", "S", "n_classes"})
 # (may empty a bag, may leave the true label outside) for the models that can.
 _NOISY = {"cluster_dependent": (False, True), "remove_true_label": (True, True)}
+
+
+def check_noise(model, params=None):
+    """Refuse an unknown noise model, parameter name or a missing parameter before any data is read.
+
+    A model takes the parameters of its function that the data does not
+    supply (:data:`_FROM_DATA`), but the seed; ``none`` takes none, and
+    ``auto`` those of ``class_dependent``, the model it picks when it adds noise.
+    """
+    params = dict(params or {})
+    if model == "none" and params:
+        raise InvalidParameterError(f"noise model 'none' takes no parameters, got {', '.join(params)}")
+    name = "class_dependent" if model in ("auto", "none") else model
+    if name not in NOISE_MODELS:
+        raise InvalidParameterError(f"unknown noise model {model!r}: choose from auto, none, {', '.join(NOISE_MODELS)}")
+    own = {
+        key: p for key, p in inspect.signature(NOISE_MODELS[name]).parameters.items()
+        if key not in _FROM_DATA and key != "random_state"
+    }
+    unknown = [key for key in params if key not in own]
+    if unknown:
+        raise InvalidParameterError(f"noise model {model!r} has no parameter {unknown[0]!r}; "
+                                    f"its parameters: {', '.join(own) or 'none'}")
+    missing = [key for key, p in own.items() if p.default is p.empty and key not in params]
+    if missing:
+        raise InvalidParameterError(f"noise model {model!r} needs the parameter {missing[0]!r}")
 
 
 def apply_noise(ds, model="auto", params=None, random_state=None):
@@ -416,24 +444,16 @@ def apply_noise(ds, model="auto", params=None, random_state=None):
     partial labels, which the summary then counts.
     """
     params = dict(params or {})
+    check_noise(model, params)
     if model == "auto":
         model = "class_dependent" if ds.y is not None and (ds.S.sum(axis=1) == 1).all() else "none"
     if model == "none":
         if params:
             raise InvalidParameterError(f"noise model 'none' takes no parameters, got {', '.join(params)}")
         return ds.with_bags(ds.S, noise="none")
-    if model not in NOISE_MODELS:
-        raise InvalidParameterError(
-            f"unknown noise model {model!r}: choose from auto, none, {', '.join(NOISE_MODELS)}"
-        )
     if ds.y is None:
         raise InvalidDataError(f"{ds.name}: noise model {model!r} needs true labels, and the data has none")
-    function, args = NOISE_MODELS[model], _ARGUMENTS[model](ds)
-    try:
-        inspect.signature(function).bind(*args, **params, random_state=random_state)
-    except TypeError as exc:
-        raise InvalidParameterError(f"noise model {model!r}: {exc}") from None
-    S = function(*args, **params, random_state=random_state)
+    S = NOISE_MODELS[model](*_ARGUMENTS[model](ds), **params, random_state=random_state)
     empty, outside = _NOISY.get(model, (False, False))
     return ds.with_bags(
         S,

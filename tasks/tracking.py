@@ -8,13 +8,12 @@ worker, log to the right run.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -22,25 +21,13 @@ from prefect.cache_policies import NO_CACHE
 from pll.plots import precision_figure, risk_figure, tradeoff_figure
 from pll.report import run_report
 from pll.tables import markdown_table, risk_table
+# The flows resolve their store through this module too.
+from tasks.tracking_store import DEFAULT_TRACKING_URI, artifact_location, resolve_tracking_uri  # noqa: F401
 
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "pll"
 KEY_PACKAGES = ("pll", "numpy", "scipy", "scikit-learn", "pynndescent", "dask", "prefect", "mlflow")
 _BATCH = 900  # MLflow accepts at most 1000 entries per log_batch call
 FIGURE_DPI = 120
-
-
-def resolve_tracking_uri(uri: str | None) -> str:
-    """The flag's URI, else ``MLFLOW_TRACKING_URI``, else a SQLite store in the working directory."""
-    return uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-
-
-def artifact_location(tracking_uri: str) -> str | None:
-    """Artifacts of a local SQLite store live beside its database file; other stores decide themselves."""
-    prefix = "sqlite:///"
-    if not tracking_uri.startswith(prefix):
-        return None
-    return (Path(tracking_uri[len(prefix):]).resolve().parent / "mlartifacts").as_uri()
 
 
 def git_commit() -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.processes import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -77,3 +79,87 @@ def test_seed_range_and_method_lists_parse():
 
     args = build_parser().parse_args(["run", "--seed", "4294967295", "--methods", "dst_pll, pl_knn"])
     assert args.seed == 2**32 - 1 and args.methods == ["dst_pll", "pl_knn"]
+
+
+HEAVY_MODULES = ("prefect", "mlflow", "sklearn", "scipy", "numba", "dask", "pandas")
+COMMANDS = ("run", "benchmark", "serve", "datasets", "train", "score")
+
+
+def test_help_imports_no_orchestration_tracking_or_numerics():
+    """``pll --help`` and every subcommand's help answer without importing Prefect, MLflow or the numerics."""
+    script = (
+        "import sys\n"
+        "from flows.cli import main\n"
+        f"for argv in ([], *([c] for c in {COMMANDS!r})):\n"
+        "    try:\n"
+        "        main([*argv, '--help'])\n"
+        "    except SystemExit as exit_:\n"
+        "        assert exit_.code == 0, argv\n"
+        f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_option_has_help_and_lists_its_choices():
+    from flows.cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if a.choices and a.dest == "command"]
+    assert set(commands.choices) == set(COMMANDS)
+    for name, sub in commands.choices.items():
+        assert sub.description, name
+        text = " ".join(sub.format_help().split())
+        for action in sub._actions:
+            assert action.help, f"pll {name} {action.option_strings or action.dest} has no help"
+            for choice in action.choices or ():
+                assert f"{choice}" in text, f"pll {name} --help does not list {choice!r}"
+
+
+def test_the_catalog_names_what_the_registries_hold():
+    from pll import catalog
+    from pll.data import PROTOCOLS
+    from pll.features import FEATURE_PIPELINES
+    from pll.methods import METHODS
+    from pll.noise import NOISE_MODELS
+
+    assert list(catalog.METHODS) == list(METHODS)
+    assert list(catalog.FEATURE_PIPELINES) == list(FEATURE_PIPELINES)
+    assert list(catalog.NOISE_MODELS) == list(NOISE_MODELS)
+    assert list(catalog.PROTOCOLS) == list(PROTOCOLS)
+
+
+BAD_GRID = "name: typo\ndatasets: iris\nseeds: [0]\nnoise: {model: uniform, pp: 0.7}\nmethods: {pl_knn: {}}\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--dataset", "nosuch.csv"], "nosuch.csv: no such file"),
+    (["run", "--noise", "uniform", "--noise-params", '{"pp": 0.7}'], "noise model 'uniform' has no parameter 'pp'"),
+    (["run", "--method-params", '{"pl_knn": {"k": 3}}'], "method 'pl_knn' has no parameter(s) k"),
+    (["run", "--knn-backend", "exact", "--knn-options", '{"n_trees": 8}'], "kNN backend 'exact' has no option 'n_trees'"),
+    (["train", "--dataset", "nosuch.mat"], "nosuch.mat: no such file"),
+    (["run", "--tracking-uri", "sqlite:////proc/pll-test.db"], "cannot create files in /proc"),
+    (["run", "--tracking-uri", "sqlite:////pll-no-such-dir/sub/x.db"], "the folder /pll-no-such-dir/sub does not exist"),
+    (["train", "--tracking-uri", "{server}"], "cannot be reached"),
+    (["benchmark", "{grid}"], "noise: noise model 'uniform' has no parameter 'pp'"),
+    (["score", "--model", "models:/m/1", "--input", "nosuch.csv", "--output", "out.parquet"], "nosuch.csv"),
+    (["score", "--model", "models:/m/1", "--input", "{csv}", "--output", "/proc/nope/out.parquet"], "/proc/nope"),
+])
+def test_bad_input_is_one_line_before_any_server_or_store_starts(argv, message, tmp_path):
+    """Refused by the pre-flight check: one line, exit 2, no Prefect server started, nothing written anywhere."""
+    work, home = tmp_path / "work", tmp_path / "prefect-home"
+    work.mkdir()
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(BAD_GRID)
+    csv = tmp_path / "rows.csv"
+    csv.write_text("x1,x2\n0.5,1.0\n")
+    places = {"{server}": f"http://127.0.0.1:{free_port()}", "{grid}": str(grid), "{csv}": str(csv)}
+    argv = [places.get(a, a) for a in argv]
+    out = _pll(*argv, cwd=work, env={"PREFECT_HOME": str(home), "PREFECT_API_URL": "", "MLFLOW_TRACKING_URI": ""})
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [out.stderr.strip()] and out.stderr.startswith("pll: error: "), out.stderr
+    assert message in out.stderr
+    assert list(work.iterdir()) == []  # no mlflow.db, no mlartifacts, no cache
+    assert not (home / "temporary-server.log").exists()  # the server never started
+    assert not Path("/pll-no-such-dir").exists()

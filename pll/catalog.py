@@ -1,0 +1,37 @@
+"""What a user chooses from: the names of the methods, feature pipelines and noise models, with one line each.
+
+The command line lists and checks these names before anything heavy is
+imported (its ``--help`` must answer at once); the registries that map a
+name to code (:data:`pll.methods.METHODS`, :data:`pll.features.FEATURE_PIPELINES`,
+:data:`pll.noise.NOISE_MODELS`, :data:`pll.data.PROTOCOLS`) hold the same
+names, which ``tests/test_catalog.py`` checks.
+"""
+
+METHODS = {
+    "pl_knn": "PL-kNN: distance-weighted candidate votes, Hellman's reject rule",
+    "dst_pll": "DST-PLL: Yager-combined evidence of the neighbors' bags, belief/plausibility reject rule",
+    "pl_aknn": "PL A-kNN: adaptive neighborhoods that widen until one label clearly leads",
+}
+
+FEATURE_PIPELINES = {
+    "minmax": "scale each feature to [0, 1]",
+    "standard": "zero mean, unit variance per feature",
+    "pca": "standardize, keep the principal components explaining 95% of the variance",
+    "pl_aknn_real": "PL A-kNN's preprocessing, real-world variant",
+    "pl_aknn_vision": "PL A-kNN's preprocessing, vision variant",
+}
+
+NOISE_MODELS = {
+    "uniform": "each row gets r wrong labels with probability p",
+    "class_dependent": "wrong labels favour each class's random partner (Cour et al.)",
+    "instance_dependent": "confusable labels join the bag more often (Zhang et al.)",
+    "cluster_dependent": "per k-means cluster and label, a random chance to join the bag (PL A-kNN paper)",
+    "remove_true_label": "drop the true label from a bag with probability nu",
+}
+# Noise choices that are no model: keep the bags, or pick by the data.
+NOISE_CHOICES = ("auto", "none", *NOISE_MODELS)
+
+PROTOCOLS = {
+    "none": "use the data as loaded",
+    "dst-pll": "prepare real-world data as the DST-PLL paper does",
+}
