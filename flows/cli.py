@@ -19,16 +19,32 @@ from .server import STARTUP_TIMEOUT_SECONDS, TemporaryServerError, temporary_ser
 # argument is refused (:func:`preflight`) before a server starts.
 
 
-class _HideInputErrors(logging.Filter):
-    """Keep tracebacks of bad-input errors out of the log: the CLI reports them in one line."""
+class _OneLineInputErrors(logging.Filter):
+    """Leave a bad input's error to the command's one ``pll: error:`` line.
+
+    Prefect would also log it with its traceback, as the failed task's and the
+    failed flow's final state, and log every task that then did not run as
+    "NotReady"; a failure that is not a :class:`PllError` (a bug) keeps all of it.
+    """
 
     def filter(self, record):
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, PllError)
+        if isinstance(exc, PllError):
+            return False
+        message = record.getMessage()
+        if message.startswith("Finished in state NotReady("):
+            return False
+        return not (message.startswith("Finished in state Failed(") and
+                    any(f"{name}: " in message for name in _input_error_names()))
+
+
+def _input_error_names(cls=PllError):
+    """The names of :class:`PllError` and of all its subclasses."""
+    return {cls.__name__}.union(*(_input_error_names(sub) for sub in cls.__subclasses__()))
 
 
 def _quiet_input_errors():
-    hide = _HideInputErrors()
+    hide = _OneLineInputErrors()
     for name in ("prefect", "prefect.flow_runs", "prefect.task_runs", "prefect.flow_engine", "prefect.task_engine"):
         logging.getLogger(name).addFilter(hide)
 
@@ -241,6 +257,7 @@ def cmd_run(args):
     table = result["metrics"]
     columns = ["method", "reject", "accuracy", "rejection_rate", "covered_accuracy", "risk_0.00", "risk_0.10", "risk_0.20"]
     print()
+    print(f"Correct means: {result['truth']}")
     print(markdown_table(table[[c for c in columns if c in table.columns]]))
     print(f"MLflow experiment: {result['experiment']}   run: {result['run_id']}")
     print(f"Tracking store:    {result['tracking_uri']}")

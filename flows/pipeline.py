@@ -46,8 +46,9 @@ def pipeline(
 ) -> dict:
     """Run every stage on one data set and seed; log it all as one MLflow run.
 
-    Returns a dict with the MLflow ``run_id``, ``experiment``, ``tracking_uri``
-    and the ``metrics`` table (one row per method and reject option).
+    Returns a dict with the MLflow ``run_id``, ``experiment``, ``tracking_uri``,
+    the ``metrics`` table (one row per method and reject option) and ``truth``,
+    what "correct" meant there (true labels, or the partial-label loss).
     ``dask_address``: the scheduler of the Dask cluster the kNN backend
     ``dask`` uses (the caller picks the task runner, see
     :func:`flows.cluster.on_dask`); ``run_tags``: extra MLflow tags.
@@ -113,4 +114,5 @@ def pipeline(
         end_run(tracking_uri, run_id, "FAILED")
         raise
     end_run(tracking_uri, run_id)
-    return {"run_id": run_id, "experiment": experiment, "tracking_uri": tracking_uri, "metrics": table}
+    return {"run_id": run_id, "experiment": experiment, "tracking_uri": tracking_uri, "metrics": table,
+            "truth": evaluation.truth}

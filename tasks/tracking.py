@@ -141,6 +141,7 @@ def log_results(tracking_uri: str, run_id: str, summary: dict, evaluation, predi
     client = MlflowClient(tracking_uri)
     client.set_tag(run_id, "data_fingerprint", summary["fingerprint"])
     client.set_tag(run_id, "evaluated_against", evaluation.truth)
+    client.log_param(run_id, "truth", evaluation.truth)  # what "correct" meant: comparable in the runs table
     log_json(client, run_id, summary, "dataset_summary.json")
     log_metrics(client, run_id, evaluation.metrics)
     for path, frame in predictions.items():

@@ -30,6 +30,7 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
     out = _pll("run", "--methods", "pl_knn", cwd=tmp_path, env={"MLFLOW_TRACKING_URI": uri})
     assert out.returncode == 0, out.stderr
     assert "| pl_knn" in out.stdout
+    assert "Correct means: true labels" in out.stdout
     assert f"mlflow ui --backend-store-uri {uri}" in out.stdout
     assert "Traceback" not in out.stdout + out.stderr
     assert not (tmp_path / "mlflow.db").exists()
@@ -163,3 +164,15 @@ def test_bad_input_is_one_line_before_any_server_or_store_starts(argv, message, 
     assert list(work.iterdir()) == []  # no mlflow.db, no mlartifacts, no cache
     assert not (home / "temporary-server.log").exists()  # the server never started
     assert not Path("/pll-no-such-dir").exists()
+
+
+@pytest.mark.slow
+def test_a_stage_that_fails_on_its_input_is_reported_once(tmp_path):
+    """Not as the task's failure, the flow's failure and the command's error: once, without a traceback."""
+    out = _pll("run", "--dataset", "iris", "--methods", "pl_knn,dst_pll", "--method-params",
+               '{"pl_knn": {"n_neighbors": 500}}', cwd=tmp_path)
+    assert out.returncode == 2
+    text = out.stdout + out.stderr
+    assert text.count("k=500 exceeds the 120 training rows") == 1, text
+    assert "pll: error: k=500 exceeds the 120 training rows" in out.stderr
+    assert "Traceback" not in text and "NotReady" not in text

@@ -213,6 +213,7 @@ def test_a_run_on_data_without_true_labels_is_judged_by_the_bags(prefect_harness
     client = MlflowClient(tracking_uri)
     run = client.get_run(result["run_id"])
     assert run.data.tags["evaluated_against"].startswith("partial-label loss")
+    assert run.data.params["truth"] == result["truth"] == run.data.tags["evaluated_against"]
     logged = run.data.metrics
     assert "pl_knn.native.mcc" not in logged
     test = pd.read_parquet(client.download_artifacts(run.info.run_id, "predictions/pl_knn.parquet", str(tmp_path)))
