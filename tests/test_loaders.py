@@ -10,8 +10,10 @@ import scipy.io.arff
 import scipy.sparse
 
 import pll
-from pll.data import BUILTIN_NAMES, FILE_FORMATS, load_dataset
+from pll.data import BUILTIN_NAMES, FILE_FORMATS, check_source, load_dataset
 from pll.data.arff import parse_arff
+from pll.data.csvlines import row_locator
+from pll.data import parse_mat_variables
 from pll.errors import DataFileError, DatasetNotFoundError, InvalidDataError, InvalidParameterError, PllError
 
 UCI_SHAPES = {  # rows, features after one-hot, classes
@@ -118,6 +120,116 @@ def test_mat_target_is_optional(tmp_path):
     ds = load_dataset(tmp_path / "f.mat")
     assert ds.y is None and ds.summary()["has_true_labels"] is False
     np.testing.assert_array_equal(ds.S, S)
+
+
+def _renamed_mat(path, fmt="5", struct=False, sparse=False):
+    """A .mat file whose variables are features (n x d), p_labels (l x n) and logitlabels (l x n)."""
+    X, S, y = _palm_arrays()
+    bags, target = S.T.astype(float), np.eye(5)[y].T
+    if sparse:
+        bags, target = scipy.sparse.csc_matrix(bags), scipy.sparse.csc_matrix(target)
+    fields = {"features": X, "p_labels": bags, "logitlabels": target, "notes": np.ones((1, 2))}
+    scipy.io.savemat(path, {"palm": fields} if struct else fields, format=fmt)
+    return X, S, y
+
+
+NAMES = {"features": "features", "partial_labels": "p_labels", "labels": "logitlabels"}
+
+
+@pytest.mark.parametrize(
+    "fmt, struct, sparse",
+    [("5", False, False), ("5", True, False), ("5", False, True), ("5", True, True), ("4", False, False), ("4", False, True)],
+)
+def test_mat_variables_with_other_names_load_when_named(tmp_path, fmt, struct, sparse):
+    path = tmp_path / "renamed.mat"
+    X, S, y = _renamed_mat(path, fmt, struct, sparse)
+    ds = load_dataset(path, variables=NAMES)
+    np.testing.assert_array_equal(ds.X, X)
+    np.testing.assert_array_equal(ds.S, S)
+    np.testing.assert_array_equal(ds.y, y)
+    assert ds.info["variables"] == NAMES and ds.info["struct"] == ("palm" if struct else None)
+    assert ds.info["sparse"] == (["logitlabels", "p_labels"] if sparse else [])
+    with pytest.raises(DataFileError) as err:  # unnamed, the defaults are searched and the error lists the file
+        load_dataset(path)
+    for part in ("missing variable(s) data (features)", "logitlabels", "p_labels", "--mat-variables"):
+        assert part in str(err.value)
+
+
+def test_mat_variables_left_out_keep_their_default_names(tmp_path):
+    X, S, y = _palm_arrays()
+    decoy = np.eye(5)[(y + 1) % 5].T
+    fields = {"data": X, "partial_target": S.T.astype(float), "target": decoy, "truth": np.eye(5)[y].T}
+    scipy.io.savemat(tmp_path / "f.mat", fields)
+    ds = load_dataset(tmp_path / "f.mat", variables={"labels": "truth"})
+    np.testing.assert_array_equal(ds.X, X)
+    np.testing.assert_array_equal(ds.y, y)
+    assert ds.info["variables"] == {"features": "data", "partial_labels": "partial_target", "labels": "truth"}
+    assert load_dataset(tmp_path / "f.mat", allow_true_label_outside=True).info["variables"]["labels"] == "target"
+    scipy.io.savemat(tmp_path / "g.mat", {"X": X, "partial_target": S.T.astype(float)})
+    unlabelled = load_dataset(tmp_path / "g.mat", variables={"features": "X"})
+    assert unlabelled.y is None and unlabelled.info["variables"] == {"features": "X", "partial_labels": "partial_target"}
+
+
+@pytest.mark.parametrize(
+    "variables, error, words",
+    [
+        ({"feature": "features"}, InvalidParameterError, ["unknown key 'feature'", "features, partial_labels, labels"]),
+        ({**NAMES, "labels": "y_true"}, DataFileError, ["missing variable(s) y_true (labels)"]),
+        ({"features": "X", "partial_labels": "bags"}, DataFileError, ["X (features), bags (partial_labels)"]),
+        ({"features": "p_labels", "partial_labels": "p_labels"}, InvalidParameterError, ["features and partial_labels both name the variable 'p_labels'"]),
+        ({"features": ""}, InvalidParameterError, ["features must name a variable, got ''"]),
+        ("features=features", InvalidParameterError, ["must be a mapping", "got str"]),
+    ],
+)
+def test_bad_mat_variables_are_one_line_listing_the_file(tmp_path, variables, error, words):
+    path = tmp_path / "renamed.mat"
+    _renamed_mat(path, struct=True)
+    with pytest.raises(error) as err:
+        load_dataset(path, variables=variables)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(str(path))
+    for word in [*words, "palm (struct with fields features, p_labels, logitlabels, notes)", "--mat-variables"]:
+        assert word in message
+
+
+def test_mat_variables_apply_to_mat_files_only_and_not_to_v73(tmp_path):
+    for call in (load_dataset, check_source):
+        with pytest.raises(InvalidParameterError, match=r"iris: the variable names \(--mat-variables\) apply to \.mat files only"):
+            call("iris", variables=NAMES)
+    with pytest.raises(InvalidParameterError, match=r"nothere\.mat: --mat-variables: unknown key 'feature'"):
+        check_source(tmp_path / "nothere.mat", variables={"feature": "x"})  # before looking for the file
+    header = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Mon Jan  1 00:00:00 2024 HDF5 schema 1.00 .".ljust(116)
+    (tmp_path / "h.mat").write_bytes(header + b"\0" * 8 + b"\x00\x02IM" + b"\0" * 384)  # the v7.3 header
+    with pytest.raises(DataFileError, match=r"h\.mat: MATLAB v7\.3 \(HDF5\) files are not supported"):
+        load_dataset(tmp_path / "h.mat", variables=NAMES)
+
+
+def test_parse_mat_variables_reads_the_command_line_text(tmp_path):
+    text = "features=features, partial_labels=p_labels,labels=logitlabels"
+    assert parse_mat_variables(text) == NAMES
+    assert parse_mat_variables(" partial_labels = p_labels ") == {"partial_labels": "p_labels"}
+    X, S, _ = _renamed_mat(tmp_path / "r.mat")
+    ds = load_dataset(tmp_path / "r.mat", variables=parse_mat_variables(text))
+    np.testing.assert_array_equal(ds.S, S)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("features", "'features' is not KEY=NAME"),
+        ("features=a,", "'' is not KEY=NAME"),
+        ("=a", "'=a' is not KEY=NAME"),
+        ("features=a,labels=", "'labels=' is not KEY=NAME"),
+        ("", "'' is not KEY=NAME"),
+        ("features=a,features=b", "'features' is given twice"),
+        ("feature=a", "unknown key 'feature'; the keys are features, partial_labels, labels"),
+        ("features=a,labels=a", "features and labels both name the variable 'a'"),
+    ],
+)
+def test_parse_mat_variables_names_the_bad_part(text, words):
+    with pytest.raises(InvalidParameterError) as err:
+        parse_mat_variables(text)
+    assert str(err.value).startswith("--mat-variables: ") and words in str(err.value)
 
 
 # ---------------------------------------------------------------- ARFF
@@ -231,14 +343,15 @@ def _truncated(source, fraction):
     [
         ("garbage.mat", b"this is not a MATLAB file at all" * 8, "not a readable MATLAB file"),
         ("cut.mat", None, "not a readable MATLAB file"),
-        ("cut.arff", b"@relation r\n@attribute a numeric\n@attribute Class {x,y,z}\n@data\n1,x\n2,y\n3", r"line 7: 1 values"),
+        ("cut.arff", b"@relation r\n@attribute a numeric\n@attribute Class {x,y,z}\n@data\n1,x\n2,y\n3", r"line 7, row 2: 1 values"),
         ("noheader.arff", b"1,2,3\n", "line 1: expected @relation"),
         ("nodata.arff", b"@relation r\n@attribute a numeric\n", "no @data section"),
-        ("quote.arff", b"@relation r\n@attribute a numeric\n@attribute Class {x,y,z}\n@data\n1,'x\n", "line 5: unterminated quote"),
+        ("quote.arff", b"@relation r\n@attribute a numeric\n@attribute Class {x,y,z}\n@data\n1,'x\n", "line 5, row 0: unterminated quote"),
         ("cut.parquet", None, "cannot be read"),
         ("binary.csv", b"\xff\xfe\x00\x81garbage", "not a text file"),
-        ("unclosed.csv", b'a,candidates\n1,"x|y\n2,y\n', "cannot be read"),
-        ("long.csv", b"a,candidates\n1,x|y,3,4\n2,y\n", "cannot be read"),
+        ("unclosed.csv", b'a,candidates\n\n1,"x|y\n2,y\n', "line 3, row 0: a quote opened in this row is never closed"),
+        ("long.csv", b'a,candidates\n1,"x|\ny"\n2,y,3,4\n', "line 4, row 1: 4 values but the header names 2 columns"),
+        ("noquote.csv", b'a,candidates\n1,x\n2,y"\n3,z,4\n', "line 4, row 2: 3 values"),
     ],
 )
 def test_corrupt_or_truncated_file_is_a_data_file_error(tmp_path, shared_data, name, content, message):
@@ -259,20 +372,21 @@ def test_mat_without_the_fields_lists_what_it_found(tmp_path):
     with pytest.raises(DataFileError) as err:
         load_dataset(tmp_path / "f.mat")
     message = str(err.value)
-    assert "f.mat" in message and "missing field(s) data, partial_target" in message
+    assert "f.mat" in message and "missing variable(s) data (features), partial_target (partial_labels)" in message
     assert "features (4x2)" in message and "info (struct with fields bags)" in message
+    assert "--mat-variables features=NAME,partial_labels=NAME,labels=NAME" in message
 
 
 @pytest.mark.parametrize(
     "name, write, where",
     [
-        ("nan.csv", lambda p: p.write_text("a,b,candidates\n1,2,x|y\n3,,y\n4,5,z\n"), r"column 'b', row 1: an empty cell"),
-        ("inf.csv", lambda p: p.write_text("a,b,candidates\n1,2,x|y\n3,4,y\ninf,5,z\n"), r"column 'a', row 2: 'inf'"),
-        ("text.csv", lambda p: p.write_text("a,candidates\n1,x|y\nabc,y\n4,z\n"), r"column 'a', row 1: 'abc'"),
+        ("nan.csv", lambda p: p.write_text("a,b,candidates\n1,2,x|y\n3,,y\n4,5,z\n"), r"line 3, row 1: feature column 'b': an empty cell"),
+        ("inf.csv", lambda p: p.write_text("a,b,candidates\n1,2,x|y\n3,4,y\ninf,5,z\n"), r"line 4, row 2: feature column 'a': 'inf'"),
+        ("text.csv", lambda p: p.write_text("a,candidates\n1,x|y\nabc,y\n4,z\n"), r"line 3, row 1: feature column 'a': 'abc'"),
         (
             "missing.arff",
             lambda p: p.write_text("@relation r\n@attribute a numeric\n@attribute Class {x,y,z}\n@data\n1,x\n?,y\n"),
-            r"line 6: missing value '\?' for feature attribute 'a'",
+            r"line 6, row 1: missing value '\?' for feature attribute 'a'",
         ),
         (
             "nan.mat",
@@ -288,10 +402,57 @@ def test_nan_or_infinite_features_name_the_row_and_column(tmp_path, name, write,
     assert name in str(err.value)
 
 
+CSV_TEXT = 'a,b,candidates,label\n1,2,"x|\ny",x\n\n3,4,y,y\n{bad},5,z,z\n6,7,x,x\n'  # a cell over two lines, a blank line
+ARFF_TEXT = (
+    "% rows with comments between them\n@relation r\n@attribute a numeric\n@attribute b numeric\n"
+    "@attribute Class {{x,y,z}}\n\n@data\n1,2,x\n% a comment\n3,4,y\n\n{bad},5,z\n6,7,x\n"
+)
+
+
+def _editor_line(text, bad):
+    """The line an editor shows ``bad`` on: 1-based, every line of the file counted."""
+    return next(i for i, line in enumerate(text.split("\n"), start=1) if line.startswith(bad))
+
+
+@pytest.mark.parametrize("bad", ["abc", "inf", "nan", "1e999"])
+def test_csv_and_arff_errors_name_the_same_row_and_the_line_each_editor_shows(tmp_path, bad):
+    messages = {}
+    for suffix, template in ((".csv", CSV_TEXT), (".arff", ARFF_TEXT)):
+        text = template.format(bad=bad)
+        path = tmp_path / f"t{suffix}"
+        path.write_text(text)
+        with pytest.raises(InvalidDataError) as err:
+            load_dataset(path)
+        messages[suffix] = str(err.value)
+        assert f"line {_editor_line(text, bad)}, row 2" in messages[suffix]
+        assert str(path) in messages[suffix] and "\n" not in messages[suffix]
+    assert "line 6, row 2" in messages[".csv"] and "line 12, row 2" in messages[".arff"]
+
+
+def test_binary_formats_name_the_same_row_without_lines(tmp_path):
+    X = np.arange(8.0).reshape(4, 2)
+    X[2, 0] = np.nan
+    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "candidates": ["x|y", "y", "z", "x"]})
+    frame.to_parquet(tmp_path / "t.parquet")
+    scipy.io.savemat(tmp_path / "t.mat", {"data": X, "partial_target": np.eye(4)[:, :3].T})
+    for name, where in (("t.parquet", r"t\.parquet, row 2: feature column 'a'"), ("t.mat", r"t\.mat: .*first at row 2, feature 0")):
+        with pytest.raises(InvalidDataError, match=where) as err:
+            load_dataset(tmp_path / name)
+        assert "line" not in str(err.value)
+
+
+def test_csv_rows_are_named_without_a_line_when_the_lines_cannot_be_matched(tmp_path):
+    path = tmp_path / "c.csv"
+    path.write_text("a,candidates\n1,x\n\n2,y\n")
+    assert [row_locator(path, 2)(r) for r in (0, 1)] == ["line 2, row 0", "line 4, row 1"]
+    assert row_locator(path, 3)(1) == "row 1"  # pandas read another count: no line rather than a wrong one
+    assert row_locator(tmp_path / "gone.csv", 2)(1) == "row 1"
+
+
 def test_empty_bag_is_allowed_only_when_enabled(tmp_path):
     path = tmp_path / "e.csv"
     path.write_text("a,candidates,label\n1,x|y,x\n2,,y\n3,z,z\n")
-    with pytest.raises(InvalidDataError, match=r"e\.csv: 1 row\(s\) have an empty candidate bag \(first at row 1\)"):
+    with pytest.raises(InvalidDataError, match=r"e\.csv: 1 row\(s\) have an empty candidate bag \(first at line 3, row 1\)"):
         load_dataset(path, allow_true_label_outside=True)
     ds = load_dataset(path, allow_empty_bags=True, allow_true_label_outside=True)
     assert ds.summary()["empty_bags"] == 1
@@ -300,7 +461,7 @@ def test_empty_bag_is_allowed_only_when_enabled(tmp_path):
 def test_true_label_outside_its_bag_only_for_noisy_labels_and_counted(tmp_path):
     path = tmp_path / "o.csv"
     path.write_text("a,candidates,label\n1,x|y,z\n2,y,y\n3,z|x,y\n")
-    with pytest.raises(InvalidDataError, match=r"o\.csv: the true label of 2 row\(s\) is not in its bag \(first at row 0\)"):
+    with pytest.raises(InvalidDataError, match=r"o\.csv: the true label of 2 row\(s\) is not in its bag \(first at line 2, row 0\)"):
         load_dataset(path)
     ds = load_dataset(path, allow_true_label_outside=True)
     assert ds.summary()["true_label_outside_bag"] == 2
@@ -322,10 +483,10 @@ def test_mismatched_row_counts(tmp_path):
 def test_csv_candidate_that_is_not_a_class(tmp_path):
     path = tmp_path / "c.csv"
     path.write_text("a,candidates\n1,x|y\n2,y|w\n3,z\n")
-    with pytest.raises(InvalidDataError, match=r"c\.csv: column 'candidates', row 1: label 'w' is not a class \(classes: x, y, z\)"):
+    with pytest.raises(InvalidDataError, match=r"c\.csv, line 3, row 1: column 'candidates': label 'w' is not a class \(classes: x, y, z\)"):
         load_dataset(path, classes=["x", "y", "z"])
     path.write_text("a,candidates\n1,x|y\n2,y||z\n3,z\n")
-    with pytest.raises(InvalidDataError, match=r"column 'candidates', row 1: 'y\|\|z' has an empty label name"):
+    with pytest.raises(InvalidDataError, match=r"line 3, row 1: column 'candidates': 'y\|\|z' has an empty label name"):
         load_dataset(path)
 
 
@@ -347,7 +508,7 @@ def test_other_bad_inputs_are_typed_errors(tmp_path):
     with pytest.raises(DataFileError, match=r"n\.csv: no column 'candidates'.*found columns a, b"):
         load_dataset(tmp_path / "n.csv")
     (tmp_path / "v.arff").write_text("@relation r\n@attribute a numeric\n@attribute Class {x,y,z}\n@data\n1,w\n")
-    with pytest.raises(InvalidDataError, match=r"v\.arff, line 5: attribute 'Class' has value 'w'"):
+    with pytest.raises(InvalidDataError, match=r"v\.arff, line 5, row 0: attribute 'Class' has value 'w'"):
         load_dataset(tmp_path / "v.arff")
     (tmp_path / "s.arff").write_text("@relation r\n@attribute a string\n@attribute Class {x,y,z}\n@data\nhi,x\n")
     with pytest.raises(DataFileError, match=r"attribute 'a' has type string"):
@@ -358,7 +519,7 @@ def test_other_bad_inputs_are_typed_errors(tmp_path):
     two = np.eye(3)[[0, 1, 1]]
     two[2, 2] = 1
     scipy.io.savemat(tmp_path / "t.mat", {"data": np.ones((3, 1)), "partial_target": np.ones((3, 3)), "target": two.T})
-    with pytest.raises(InvalidDataError, match=r"t\.mat: field 'target' must mark exactly one true label per row; row 2 marks 2"):
+    with pytest.raises(InvalidDataError, match=r"t\.mat, row 2: field 'target' must mark exactly one true label per row, this row marks 2"):
         load_dataset(tmp_path / "t.mat")
 
 

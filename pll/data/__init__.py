@@ -2,6 +2,7 @@
 
 from .dataset import PartialLabelDataset, one_hot, validate_arrays
 from .loaders import BUILTIN_NAMES, FILE_FORMATS, check_source, load_dataset
+from .mat import parse_mat_variables
 from .protocol import PROTOCOLS, apply_protocol, dst_pll_protocol
 from .split import split_indices, train_test_split
 
@@ -15,6 +16,7 @@ __all__ = [
     "dst_pll_protocol",
     "load_dataset",
     "one_hot",
+    "parse_mat_variables",
     "split_indices",
     "train_test_split",
     "validate_arrays",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DataFileError, InvalidDataError
+from .dataset import at_line
 
 NUMERIC_TYPES = ("numeric", "real", "integer")
 OTHER_TYPES = ("string", "date", "relational")
@@ -47,6 +48,10 @@ class ArffTable:
     cells: np.ndarray
     lines: np.ndarray
 
+    def where(self, row) -> str:
+        """How errors name data row ``row``: ``line L, row R`` (:func:`pll.data.dataset.at_line`)."""
+        return at_line(self.lines[row], row)
+
 
 def parse_arff(path) -> ArffTable:
     """Parse an ARFF file; raise DataFileError naming the line of any syntax problem.
@@ -66,13 +71,13 @@ def parse_arff(path) -> ArffTable:
         raise DataFileError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
     relation, attributes, rows, lines = None, [], [], []
     in_data = False
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(text.split("\n"), start=1):  # read with universal newlines: \n, \r\n or \r
         line = raw.strip()
         if not line or line.startswith("%"):
             continue
         where = f"{path}, line {number}"
         if in_data:
-            rows.append(_parse_row(line, attributes, where))
+            rows.append(_parse_row(line, attributes, f"{path}, {at_line(number, len(rows))}"))
             lines.append(number)
             continue
         keyword = line.split(None, 1)[0].lower()
@@ -249,7 +254,7 @@ def _numeric_column(path, table, j):
                 float(value)
             except ValueError:
                 raise InvalidDataError(
-                    f"{path}, line {table.lines[row]}: attribute {table.attributes[j].name!r} "
+                    f"{path}, {table.where(row)}: attribute {table.attributes[j].name!r} "
                     f"is numeric but holds {value!r}"
                 ) from None
         raise
@@ -264,7 +269,7 @@ def _nominal_codes(path, table, j, missing):
     if (codes < 0).any():
         row = int(np.argmax(codes < 0))
         raise InvalidDataError(
-            f"{path}, line {table.lines[row]}: attribute {attribute.name!r} has value {column[row]!r}, "
+            f"{path}, {table.where(row)}: attribute {attribute.name!r} has value {column[row]!r}, "
             f"not one of its declared values {{{','.join(attribute.values)}}}"
         )
     return codes
@@ -275,7 +280,7 @@ def _no_missing(path, table, j, column, what):
     if absent.any():
         row = int(np.argmax(absent))
         raise InvalidDataError(
-            f"{path}, line {table.lines[row]}: missing value '?' for {what} attribute "
+            f"{path}, {table.where(row)}: missing value '?' for {what} attribute "
             f"{table.attributes[j].name!r} ({int(absent.sum())} row(s)); missing features or labels "
             "are not supported"
         )

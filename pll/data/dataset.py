@@ -140,6 +140,16 @@ class PartialLabelDataset:
         return out
 
 
+def at_row(row) -> str:
+    """How an error names a row of an array, a table or a binary file: its 0-based position."""
+    return f"row {row}"
+
+
+def at_line(line, row) -> str:
+    """How an error names a row of a text file: the 1-based line it starts on, as an editor shows it, and its row."""
+    return f"line {line}, {at_row(row)}"
+
+
 def validate_arrays(
     X,
     S,
@@ -149,8 +159,13 @@ def validate_arrays(
     source="data",
     allow_empty_bags=False,
     allow_true_label_outside=False,
+    where=at_row,
 ):
-    """Check and normalise the arrays of a data set; raise InvalidDataError naming the problem."""
+    """Check and normalise the arrays of a data set; raise InvalidDataError naming the problem.
+
+    ``where(row)`` names a 0-based row in messages (default :func:`at_row`); a
+    loader of a text file passes one that also names the line (:func:`at_line`).
+    """
     try:
         X = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -165,7 +180,7 @@ def validate_arrays(
         row, col = np.argwhere(bad)[0]
         raise InvalidDataError(
             f"{source}: {int(bad.sum())} feature value(s) are NaN or infinite "
-            f"(first at row {row}, feature {col})"
+            f"(first at {where(row)}, feature {col})"
         )
     S = np.asarray(S)
     if S.ndim != 2:
@@ -183,7 +198,7 @@ def validate_arrays(
             row, col = np.argwhere(not01)[0]
             raise InvalidDataError(
                 f"{source}: candidate bags must hold only 0/1 values "
-                f"(found {S[row, col].item()!r} at row {row}, class column {col})"
+                f"(found {S[row, col].item()!r} at {where(row)}, class column {col})"
             )
         S = S.astype(bool)
     classes = np.asarray(classes)
@@ -201,7 +216,7 @@ def validate_arrays(
     if empty.any() and not allow_empty_bags:
         raise InvalidDataError(
             f"{source}: {int(empty.sum())} row(s) have an empty candidate bag "
-            f"(first at row {int(np.argmax(empty))}); enable empty bags for noisy partial labels"
+            f"(first at {where(int(np.argmax(empty)))}); enable empty bags for noisy partial labels"
         )
     if y is not None:
         y = np.asarray(y)
@@ -213,14 +228,14 @@ def validate_arrays(
         out = (y < 0) | (y >= S.shape[1])
         if out.any():
             raise InvalidDataError(
-                f"{source}: true label {int(y[out][0])} at row {int(np.argmax(out))} "
+                f"{source}: true label {int(y[out][0])} at {where(int(np.argmax(out)))} "
                 f"is not a class index in [0, {S.shape[1]})"
             )
         outside = ~S[np.arange(n), y]
         if outside.any() and not allow_true_label_outside:
             raise InvalidDataError(
                 f"{source}: the true label of {int(outside.sum())} row(s) is not in its bag "
-                f"(first at row {int(np.argmax(outside))}); allowed only for noisy partial labels"
+                f"(first at {where(int(np.argmax(outside)))}); allowed only for noisy partial labels"
             )
     return X, S, y, classes
 

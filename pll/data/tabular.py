@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataFileError, InvalidDataError
+from .csvlines import layout_problem
+from .dataset import at_row
 
 CANDIDATES = "candidates"
 LABEL = "label"
@@ -37,10 +39,13 @@ def read_table(path):
     except UnicodeDecodeError as exc:
         raise DataFileError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
     except Exception as exc:  # pandas and pyarrow raise many types on corrupt or truncated files
+        located = layout_problem(path) if path.suffix.lower() == ".csv" else None
+        if located:
+            raise DataFileError(f"{path}, {located}") from None
         raise DataFileError(f"{path}: cannot be read ({type(exc).__name__}: {str(exc).strip()})") from None
 
 
-def table_arrays(path, frame, classes=None):
+def table_arrays(path, frame, classes=None, where=at_row):
     """Features, bags, true labels and class names of a table.
 
     Parameters
@@ -51,6 +56,9 @@ def table_arrays(path, frame, classes=None):
     classes : sequence of str, optional
         The label set; a candidate or label outside it is an error.  By
         default every label that occurs is a class.
+    where : callable, optional
+        ``where(row)`` names a 0-based row in messages; for a CSV file,
+        :func:`pll.data.csvlines.row_locator` also names its line.
 
     Returns
     -------
@@ -63,31 +71,31 @@ def table_arrays(path, frame, classes=None):
             f"{path}: no column {CANDIDATES!r} (the candidate labels, separated by '{SEPARATOR}'); "
             f"found columns {', '.join(map(str, frame.columns)) or 'none'}"
         )
-    bags = [_bag(path, row, value) for row, value in enumerate(frame[CANDIDATES])]
-    labels = _labels(path, frame[LABEL]) if LABEL in frame.columns else None
+    bags = [_bag(path, where, row, value) for row, value in enumerate(frame[CANDIDATES])]
+    labels = _labels(path, where, frame[LABEL]) if LABEL in frame.columns else None
     declared = classes is not None
     if declared:
         classes = [str(c) for c in classes]
     else:
         classes = _sorted_names(set().union(*bags, labels or ()))
     index = {c: i for i, c in enumerate(classes)}
-    _all_known(path, CANDIDATES, ((row, name) for row, bag in enumerate(bags) for name in bag), index)
+    _all_known(path, where, CANDIDATES, ((row, name) for row, bag in enumerate(bags) for name in bag), index)
     S = np.zeros((len(bags), len(classes)), dtype=bool)
     rows = np.repeat(np.arange(len(bags)), [len(b) for b in bags])
     S[rows, [index[name] for bag in bags for name in bag]] = True
     y = None
     if labels is not None:
-        _all_known(path, LABEL, enumerate(labels), index)
+        _all_known(path, where, LABEL, enumerate(labels), index)
         y = np.fromiter((index[name] for name in labels), dtype=np.int64, count=len(labels))
     features = [c for c in frame.columns if c not in (CANDIDATES, LABEL)]
-    X = np.column_stack([_numeric(path, frame[c]) for c in features]) if features else np.empty((len(frame), 0))
+    X = np.column_stack([_numeric(path, where, frame[c]) for c in features]) if features else np.empty((len(frame), 0))
     if X.shape[1] == 0:
         raise DataFileError(f"{path}: no feature columns besides {CANDIDATES!r} and {LABEL!r}")
     info = {"feature_names": [str(c) for c in features], "declared_classes": declared}
     return X, S, y, np.asarray(classes, dtype=str), info
 
 
-def _bag(path, row, value):
+def _bag(path, where, row, value):
     """The set of label names in one ``candidates`` cell (empty for a missing cell)."""
     if not isinstance(value, (str, list, tuple, np.ndarray)) and pd.isna(value):
         return set()
@@ -95,7 +103,7 @@ def _bag(path, row, value):
     names = [_name(v) for v in names]
     if isinstance(value, str) and value.strip() and any(n == "" for n in names):
         raise InvalidDataError(
-            f"{path}: column {CANDIDATES!r}, row {row}: {value!r} has an empty label name "
+            f"{path}, {where(row)}: column {CANDIDATES!r}: {value!r} has an empty label name "
             f"(labels are separated by a single '{SEPARATOR}')"
         )
     return {n for n in names if n != ""}
@@ -108,11 +116,11 @@ def _name(value):
     return str(value).strip()
 
 
-def _labels(path, column):
+def _labels(path, where, column):
     missing = column.isna().to_numpy()
     if missing.any():
         raise InvalidDataError(
-            f"{path}: column {LABEL!r}, row {int(np.argmax(missing))}: the true label is missing "
+            f"{path}, {where(int(np.argmax(missing)))}: column {LABEL!r}: the true label is missing "
             f"({int(missing.sum())} row(s)); give every row a label or drop the column"
         )
     return [_name(v) for v in column]
@@ -124,23 +132,23 @@ def _sorted_names(names):
     return sorted(names)
 
 
-def _all_known(path, column, pairs, index):
+def _all_known(path, where, column, pairs, index):
     for row, name in pairs:
         if name not in index:
             shown = ", ".join(list(index)[:30]) + (", ..." if len(index) > 30 else "")
             raise InvalidDataError(
-                f"{path}: column {column!r}, row {row}: label {name!r} is not a class (classes: {shown})"
+                f"{path}, {where(row)}: column {column!r}: label {name!r} is not a class (classes: {shown})"
             )
 
 
-def _numeric(path, column):
+def _numeric(path, where, column):
     values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(values)
     if bad.any():
         row = int(np.argmax(bad))
         value = "an empty cell" if pd.isna(column.iloc[row]) else repr(str(column.iloc[row]))
         raise InvalidDataError(
-            f"{path}: feature column {column.name!r}, row {row}: {value} is not a finite number "
+            f"{path}, {where(row)}: feature column {column.name!r}: {value} is not a finite number "
             f"({int(bad.sum())} such row(s))"
         )
     return values
