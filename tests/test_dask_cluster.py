@@ -7,6 +7,7 @@ and two ``dask worker`` processes, torn down whatever happens.
 import os
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -81,6 +82,18 @@ def test_local_means_a_local_cluster_for_the_duration():
             assert client.submit(sum, [1, 2, 3]).result() == 6
     with pytest.raises(OSError):
         Client(address, timeout="2s")
+
+
+def test_a_local_cluster_serves_its_dashboard():
+    with dask_cluster(LOCAL) as address, Client(address, timeout="60s") as client:
+        port = client.scheduler_info()["services"]["dashboard"]
+        assert client.dashboard_link == f"http://127.0.0.1:{port}/status"  # the link distributed advertises
+        no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with no_proxy.open(client.dashboard_link, timeout=60) as response:
+            status, page = response.status, response.read().decode()
+    assert status == 200
+    assert "needs bokeh" not in page, page
+    assert "<title>Dask Diagnostic UI</title>" in page and "bokeh.min.js" in page, page[:500]
 
 
 def test_no_address_or_a_given_address_starts_nothing():
