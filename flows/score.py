@@ -5,7 +5,9 @@ folder flow keeps a ledger in its output folder (``.pll-scoring-ledger.json``)
 so that a file is scored once, and a file that failed is retried on the next
 run.  Run a folder flow at most once at a time (the deployment sets a
 concurrency limit of one): two runs over the same folder would both score
-its new files.
+its new files.  A folder flow whose input folder or model does not exist yet
+(a schedule deployed before either was made) logs one line and completes:
+there is nothing to do until they appear.
 """
 
 from __future__ import annotations
@@ -16,8 +18,16 @@ from prefect import flow, get_run_logger
 
 from flows import LOG_PRINTS
 from pll.errors import FilesFailedError
-from pll.scoring import file_fingerprint, folder_output, pending_files, read_ledger, write_ledger
-from tasks.scoring import link_model, load, log_scoring, score
+from pll.scoring import (
+    check_input_path,
+    check_output_path,
+    file_fingerprint,
+    folder_output,
+    pending_files,
+    read_ledger,
+    write_ledger,
+)
+from tasks.scoring import link_model, load, load_if_any, log_scoring, score
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, start_run
 
 
@@ -32,8 +42,11 @@ def score_one(
     """Score the table ``input`` with the model ``model_uri``; write ``output`` and its review queue.
 
     Returns the counts (``rows``, ``accepted``, ``rejected``, ...), the paths
-    ``output`` and ``review``, and the scoring ``run_id``.
+    ``output`` and ``review``, and the scoring ``run_id``.  A path that cannot
+    be read or written is refused before the model is loaded or a run started.
     """
+    check_input_path(input)
+    check_output_path(output)
     tracking_uri = resolve_tracking_uri(tracking_uri)
     fitted, source = load(model_uri, tracking_uri)
     return _score_and_log(fitted, source, input, output, tracking_uri, experiment)
@@ -49,22 +62,30 @@ def score_folder(
 ) -> dict:
     """Score every CSV/Parquet file of ``input_dir`` not scored before into ``output_dir``.
 
-    Outputs are ``<input name>.scored.parquet`` and its review queue. Files
+    Outputs are ``<input name>.scored.parquet`` and its review queue
+    (``output_dir`` is created when there is something to write). Files
     that fail are recorded in the ledger and retried on the next run; after
     trying every file the flow fails with :class:`~pll.scoring.FilesFailedError`
-    naming them. Returns ``scored`` (file name -> scoring run id) and
-    ``skipped`` (names scored before).
+    naming them. Returns ``scored`` (file name -> scoring run id),
+    ``skipped`` (names scored before) and ``waiting``: None, or the line
+    logged when ``input_dir`` or the model does not exist (the run completes,
+    its new files wait for the next run).
     """
     tracking_uri = resolve_tracking_uri(tracking_uri)
     logger = get_run_logger()
+    if not Path(input_dir).is_dir():
+        return _waiting(logger, f"{input_dir}: no such folder; nothing to score until it is created")
     ledger = read_ledger(output_dir)
     pending = pending_files(input_dir, output_dir, ledger)
     new = {p.name for p in pending}
     skipped = sorted(name for name, entry in ledger.items() if entry.get("status") == "scored" and name not in new)
     if not pending:
         logger.info("no new files in %s", input_dir)
-        return {"scored": {}, "skipped": skipped}
-    fitted, source = load(model_uri, tracking_uri)
+        return {"scored": {}, "skipped": skipped, "waiting": None}
+    fitted, source = load_if_any(model_uri, tracking_uri)
+    if fitted is None:
+        return _waiting(logger, f"{source}; {len(pending)} new file(s) in {input_dir} wait for it", skipped)
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
     scored, failed = {}, {}
     for path in pending:
         entry = {"fingerprint": file_fingerprint(path), "model_uri": model_uri,
@@ -87,7 +108,13 @@ def score_folder(
             f"{len(failed)} of {len(pending)} new file(s) in {input_dir} failed and will be retried: "
             + "; ".join(f"{name}: {err}" for name, err in failed.items())
         )
-    return {"scored": scored, "skipped": skipped}
+    return {"scored": scored, "skipped": skipped, "waiting": None}
+
+
+def _waiting(logger, line, skipped=()):
+    """Nothing to do yet: one warning line (no traceback) and a completed run."""
+    logger.warning(line)
+    return {"scored": {}, "skipped": sorted(skipped), "waiting": line}
 
 
 def _score_and_log(fitted, source, input_path, output_path, tracking_uri, experiment):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,16 +155,52 @@ def check_no_clash(input_columns, output_columns, source):
 
 
 def read_table(path) -> pd.DataFrame:
-    """Read a CSV or Parquet scoring table with the data loaders' reader (no validation yet)."""
+    """Read a CSV or Parquet scoring table with the data loaders' reader (no validation of its columns yet)."""
+    return tabular.read_table(check_input_path(path))
+
+
+def check_input_path(path) -> Path:
+    """``path`` as a Path if it can be a scoring input; else a :class:`DataFileError` naming it and why.
+
+    Cheap (no file is read), so that a command can refuse a wrong path before
+    it starts a server or loads a model.
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in TABLE_FORMATS:
         raise DataFileError(f"{path}: unsupported file type {suffix or '(none)'}; use {', '.join(TABLE_FORMATS)}")
-    if not path.is_file():
+    if not path.exists():
         raise DataFileError(f"{path}: no such file")
+    if not path.is_file():
+        raise DataFileError(f"{path}: not a file")
+    if not os.access(path, os.R_OK):
+        raise DataFileError(f"{path}: not readable")
     if path.stat().st_size == 0:
         raise DataFileError(f"{path}: the file is empty")
-    return tabular.read_table(path)
+    return path
+
+
+def check_output_path(path) -> Path:
+    """``path`` as a Path if a scored output (and its review queue) can be written there.
+
+    Else an :class:`InvalidParameterError` naming the path and why: not
+    ``.parquet``, a folder that does not exist (none is created, as ``open``
+    creates none) or cannot be written, a folder where a file should go.
+    Cheap, like :func:`check_input_path`.
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".parquet":
+        raise InvalidParameterError(f"{path}: the output must be a .parquet file")
+    folder = path.parent
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise InvalidParameterError(f"{path}: cannot write there, the folder {folder} {why}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InvalidParameterError(f"{path}: cannot write there, the folder {folder} is not writable")
+    for target in (path, review_path(path)):
+        if target.is_dir():
+            raise InvalidParameterError(f"{target}: is a folder, cannot write a file there")
+    return path
 
 
 def match_features(table, names, classes, source="input"):
@@ -261,9 +297,7 @@ def score_file(model, input_path, output_path):
     scored : DataFrame
         What was written to ``output_path``.
     """
-    output_path = Path(output_path)
-    if output_path.suffix.lower() != ".parquet":
-        raise InvalidParameterError(f"{output_path}: the output must be a .parquet file")
+    output_path = check_output_path(output_path)
     table = read_table(input_path)
     scored = scored_table(table, model.predict_frame(table, source=str(input_path)))
     queue = review_path(output_path)
@@ -276,18 +310,20 @@ def _parquet(frame):
 
 
 def write_atomically(writers: dict):
-    """Run each ``{path: write(tmp_path)}`` on a temporary file in the target's folder, then rename.
+    """Run each ``{path: write(tmp_path)}`` on a temporary file in the target's (existing) folder, then rename.
 
     All temporary files are complete before the first ``os.replace``; on any
-    error they are removed and no target is touched.
+    error they are removed and no target is touched.  The temporary files are
+    created with mode ``0o666`` less the umask, as ``open`` makes files, so
+    that the renamed outputs have the usual permissions (``mkstemp`` would
+    leave them private, 0600).
     """
     staged = {}
     try:
         for path, write in writers.items():
             path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            os.close(fd)
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             staged[path] = tmp
             write(tmp)
         for path, tmp in staged.items():

@@ -6,6 +6,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from pll.errors import ModelNotFoundError
 from pll.scoring import FittedModel, score_figure, score_file
 
 from .models import link_input, load_model
@@ -19,6 +20,19 @@ FIGURE = "score_distribution.png"
 def load(model_uri: str, tracking_uri: str):
     """The fitted model behind ``model_uri`` and its provenance (see :func:`tasks.models.load_model`)."""
     return load_model(model_uri, tracking_uri)
+
+
+@task(name="load-model-if-any", cache_policy=NO_CACHE)
+def load_if_any(model_uri: str, tracking_uri: str):
+    """Like :func:`load`, but no pll model at ``model_uri`` is an answer, ``(None, why)``, not a failure.
+
+    For the scheduled folder flow, which waits for a model to be registered:
+    a failing task would log a traceback every run.
+    """
+    try:
+        return load_model(model_uri, tracking_uri)
+    except ModelNotFoundError as exc:
+        return None, str(exc)
 
 
 @task(name="score-file", cache_policy=NO_CACHE, task_run_name="score-{input_path}")

@@ -1,4 +1,7 @@
-"""A logged model served by ``mlflow models serve --env-manager local`` answers real HTTP requests."""
+"""A logged model served by ``mlflow models serve --env-manager local`` answers real HTTP requests.
+
+Bad input is answered as ``pll score`` answers it: HTTP 400 whose JSON ``message`` is pll's one line.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import pandas as pd
 import pytest
 
 from pll.data import PartialLabelDataset
+from pll.errors import PllError
 from pll.scoring import fit_model
 from tasks.models import input_example, log_model
 from tasks.tracking import end_run, start_run
@@ -84,7 +88,7 @@ def served(tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"no answer on {base}/ping:\n{(tmp / 'server.log').read_text()[-3000:]}")
             time.sleep(1)
-        yield base, fitted
+        yield base, fitted, model_uri, uri
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -97,7 +101,7 @@ def served(tmp_path_factory):
 
 
 def test_served_model_answers_like_the_fitted_model(served):
-    base, fitted = served
+    base, fitted, _, _ = served
     query = pd.DataFrame({"lat": [0.5, 9.0, 5.0, 10.2], "lon": [0.2, 1.0, 5.0, 9.9],
                           "candidates": ["north|east", None, "", "west"]})
     status, body = _request(f"{base}/invocations", {"dataframe_split": query.to_dict(orient="split", index=False)})
@@ -111,8 +115,46 @@ def test_served_model_answers_like_the_fitted_model(served):
     assert {f"share_{c}" for c in CLASSES} <= set(got.columns)
 
 
-def test_served_model_rejects_a_request_missing_a_feature(served):
-    base, _ = served
-    status, body = _request(f"{base}/invocations", {"dataframe_split": {"columns": ["lon"], "data": [[1.0]]}})
-    assert status == 400
-    assert "lat" in body
+def _pll_line(fitted, table, source):
+    """The one line pll answers ``table`` with, naming ``source``."""
+    with pytest.raises(PllError) as info:
+        fitted.predict_frame(table, source=source)
+    return str(info.value)
+
+
+BAD_TABLES = {
+    "extra column": pd.DataFrame({"lon": [1.0, 9.5], "lat": [0.5, 9.0], "colour": [3.0, 4.0]}),
+    "missing column": pd.DataFrame({"lon": [1.0]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TABLES))
+def test_served_model_answers_bad_input_with_pll_s_one_line(served, case):
+    base, fitted, _, _ = served
+    table = BAD_TABLES[case]
+    status, body = _request(f"{base}/invocations", {"dataframe_split": table.to_dict(orient="split", index=False)})
+    assert status == 400, body
+    answer = json.loads(body)
+    assert answer["message"] == _pll_line(fitted, table, "model input")
+    assert answer["error_code"] == "INVALID_PARAMETER_VALUE" and "stack_trace" not in answer
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_pll_score_refuses_the_extra_column_with_the_server_s_line(served, tmp_path):
+    from prefect.settings import PREFECT_API_URL
+
+    base, _, model_uri, uri = served
+    table = BAD_TABLES["extra column"]
+    status, body = _request(f"{base}/invocations", {"dataframe_split": table.to_dict(orient="split", index=False)})
+    served_line = json.loads(body)["message"]
+    assert status == 400 and served_line.startswith("model input: ") and "colour" in served_line
+
+    table.to_csv(tmp_path / "new.csv", index=False)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": uri, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "score", "--model", model_uri, "--input", "new.csv",
+                           "--output", "scored.parquet"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "pll: error: new.csv: " + served_line.removeprefix("model input: ") in proc.stderr.splitlines()
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.csv"]

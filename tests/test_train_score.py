@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from pll.errors import (
 from pll.methods import METHODS, make_method
 from pll.scoring import (
     LEDGER,
+    check_input_path,
+    check_output_path,
     fit_model,
     folder_output,
     match_features,
@@ -205,7 +208,7 @@ def test_score_file_twice_gives_the_same_bytes_and_a_bad_file_leaves_nothing(tmp
     fitted = fit_model(synthetic(), "pl_knn", {"n_neighbors": 5}, random_state=0)
     table = query_table(fitted, n=60)
     table.to_csv(tmp_path / "new.csv", index=False)
-    out = tmp_path / "out" / "scored.parquet"
+    out = tmp_path / "scored.parquet"
     summary, scored = score_file(fitted, tmp_path / "new.csv", out)
     first = out.read_bytes(), review_path(out).read_bytes()
     score_file(fitted, tmp_path / "new.csv", out)
@@ -220,13 +223,104 @@ def test_score_file_twice_gives_the_same_bytes_and_a_bad_file_leaves_nothing(tmp
     assert np.all(np.diff(queue["score"]) >= 0)
 
     table.drop(columns=["age"]).to_csv(tmp_path / "bad.csv", index=False)
-    bad_out = tmp_path / "bad" / "scored.parquet"
+    before = sorted(tmp_path.iterdir())
+    bad_out = tmp_path / "bad.scored.parquet"
     with pytest.raises(InvalidDataError, match="age"):
         score_file(fitted, tmp_path / "bad.csv", bad_out)
-    assert not bad_out.exists() and not review_path(bad_out).exists()
-    assert not bad_out.parent.exists() or list(bad_out.parent.iterdir()) == []
     with pytest.raises(DataFileError, match="no such file"):
         score_file(fitted, tmp_path / "absent.csv", bad_out)
+    with pytest.raises(InvalidParameterError, match="does not exist"):
+        score_file(fitted, tmp_path / "new.csv", tmp_path / "nowhere" / "scored.parquet")
+    assert sorted(tmp_path.iterdir()) == before  # nothing written, no folder made
+
+
+@pytest.fixture
+def umask_027():
+    """A umask other than the usual 022, so that permissions show that it was applied."""
+    old = os.umask(0o027)
+    try:
+        yield 0o640
+    finally:
+        os.umask(old)
+
+
+def test_outputs_get_the_permissions_open_would_give(tmp_path, umask_027):
+    fitted = fit_model(synthetic(), "pl_knn", {"n_neighbors": 5}, random_state=0)
+    query_table(fitted).to_csv(tmp_path / "new.csv", index=False)
+    out = tmp_path / "scored.parquet"
+    score_file(fitted, tmp_path / "new.csv", out)
+    assert {oct(p.stat().st_mode & 0o777) for p in (out, review_path(out))} == {oct(umask_027)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.csv", "scored.parquet", "scored.review.parquet"]
+
+
+@pytest.mark.parametrize(
+    "name, make, error, words",
+    [
+        ("out.csv", None, InvalidParameterError, [".parquet"]),
+        ("nowhere/out.parquet", None, InvalidParameterError, ["nowhere", "does not exist"]),
+        ("plain/out.parquet", lambda p: p.parent.write_text("x"), InvalidParameterError, ["plain", "not a folder"]),
+        ("out.parquet", lambda p: p.mkdir(), InvalidParameterError, ["is a folder"]),
+        ("out.parquet", lambda p: (p.parent / "out.review.parquet").mkdir(), InvalidParameterError,
+         ["out.review.parquet", "is a folder"]),
+    ],
+)
+def test_output_paths_that_cannot_be_written_are_refused_in_one_line(tmp_path, name, make, error, words):
+    path = tmp_path / name
+    if make:
+        make(path)
+    with pytest.raises(error) as info:
+        check_output_path(path)
+    assert str(tmp_path) in str(info.value) and "\n" not in str(info.value)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_output_in_a_folder_nobody_may_write_is_refused(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root may write into any folder")
+    (tmp_path / "locked").mkdir(mode=0o555)
+    with pytest.raises(InvalidParameterError, match="not writable"):
+        check_output_path(tmp_path / "locked" / "out.parquet")
+
+
+@pytest.mark.parametrize(
+    "name, make, words",
+    [
+        ("absent.csv", None, ["no such file"]),
+        ("new.txt", lambda p: p.write_text("a,b"), ["unsupported file type .txt"]),
+        ("folder.csv", lambda p: p.mkdir(), ["not a file"]),
+        ("empty.parquet", lambda p: p.write_bytes(b""), ["empty"]),
+    ],
+)
+def test_input_paths_that_cannot_be_read_are_refused_in_one_line(tmp_path, name, make, words):
+    path = tmp_path / name
+    if make:
+        make(path)
+    with pytest.raises(DataFileError) as info:
+        check_input_path(path)
+    for word in [str(path), *words]:
+        assert word in str(info.value)
+
+
+def test_path_checks_import_neither_prefect_nor_mlflow():
+    code = (
+        "import sys\n"
+        "from pll.errors import PllError\n"
+        "from pll.scoring import check_input_path, check_output_path\n"
+        "for check, path in ((check_output_path, '/proc/nope/out.parquet'), (check_input_path, 'absent.csv')):\n"
+        "    try:\n"
+        "        check(path)\n"
+        "    except PllError as exc:\n"
+        "        print(exc)\n"
+        "print(sorted(m for m in ('prefect', 'mlflow') if m in sys.modules))\n"
+    )
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == [
+        "/proc/nope/out.parquet: cannot write there, the folder /proc/nope does not exist",
+        "absent.csv: no such file",
+        "[]",
+    ]
 
 
 # --- MLflow: log, load in a fresh process, registry, unknown URIs -----------------------------------
@@ -291,9 +385,13 @@ def test_logged_model_records_signature_example_fingerprint_threshold_and_regist
     pd.testing.assert_frame_equal(reloaded.predict_frame(query_table(fitted)), fitted.predict_frame(query_table(fitted)))
 
 
-def test_signature_names_features_and_optional_candidates(store, tmp_path):
+def test_logged_model_leaves_input_checks_to_pll_and_shows_an_example(store, tmp_path):
+    """No input schema (MLflow would drop unknown columns before pll sees them); the example shows the input."""
     import mlflow.artifacts
+    import mlflow.pyfunc
     from mlflow.models import Model
+
+    from tasks.served import InputRefused
 
     ds = synthetic()
     fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5})
@@ -301,9 +399,13 @@ def test_signature_names_features_and_optional_candidates(store, tmp_path):
     local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_location(out["model_uri"], store),
                                                 dst_path=str(tmp_path))
     model = Model.load(local)
-    inputs = {c.name: c for c in model.signature.inputs.inputs}
-    assert list(inputs) == ["height", "weight", "age", "candidates"]
-    assert not inputs["candidates"].required and inputs["height"].required
+    assert model.signature.inputs is None
+    query = query_table(fitted)
+    with pytest.raises(InputRefused) as info:
+        mlflow.pyfunc.load_model(local).predict(query.assign(colour=1.0))
+    with pytest.raises(InvalidDataError) as pll_error:
+        fitted.predict_frame(query.assign(colour=1.0), source="model input")
+    assert info.value.line == str(pll_error.value) and "unexpected column(s) colour" in info.value.line
     outputs = [c.name for c in model.signature.outputs.inputs]
     assert outputs[:4] == ["label", "accept", "score", "guess"]
     example = json.loads((Path(local) / "input_example.json").read_text())
@@ -408,13 +510,13 @@ def test_score_flow_on_a_mismatched_file_fails_and_leaves_no_output(trained, tmp
     digits_rows(fitted, np.arange(20)).drop(columns=["x5"]).rename(columns={"x7": "pixel7"}).to_parquet(
         tmp_path / "bad.parquet"
     )
-    out = tmp_path / "out" / "scored.parquet"
+    out = tmp_path / "scored.parquet"
     with pytest.raises(InvalidDataError) as info:
         score_one(model_uri=result["model_uri"], input=str(tmp_path / "bad.parquet"), output=str(out),
                   tracking_uri=uri, experiment="scoring-bad")
     for word in ["bad.parquet", "x5", "x7", "pixel7"]:
         assert word in str(info.value)
-    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.parquet"]
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("scoring-bad").experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]
@@ -433,7 +535,59 @@ def test_unknown_model_fails_the_flow_with_a_typed_error(trained, tmp_path):
 
 
 @pytest.mark.slow
-def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_path):
+def test_score_flow_refuses_unusable_paths_before_loading_the_model(trained, tmp_path):
+    from flows.score import score_one
+
+    uri, result, fitted, _ = trained
+    digits_rows(fitted, np.arange(5)).to_csv(tmp_path / "new.csv", index=False)
+    cases = [(str(tmp_path / "new.csv"), "/proc/nope/out.parquet", InvalidParameterError, "/proc/nope does not exist"),
+             (str(tmp_path / "absent.csv"), str(tmp_path / "o.parquet"), DataFileError, "absent.csv: no such file")]
+    for input, output, error, words in cases:
+        with pytest.raises(error, match=words):
+            score_one(model_uri="models:/m-ffffffffffffffff", input=input, output=output, tracking_uri=uri,
+                      experiment="scoring-paths")
+    # Refused before the (unknown) model was looked up and before a scoring run was started.
+    assert MlflowClient(uri).get_experiment_by_name("scoring-paths") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.csv"]
+
+
+def _warnings(caplog):
+    return [(r.getMessage(), r.exc_info) for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.slow
+def test_folder_flow_without_its_folder_or_model_logs_one_line_and_completes(trained, tmp_path, caplog):
+    from flows.score import score_folder
+
+    uri, result, fitted, _ = trained
+    inbox, outbox = tmp_path / "incoming", tmp_path / "scored"
+    kwargs = dict(model_uri="models:/pll-model-to-come/latest", input_dir=str(inbox), output_dir=str(outbox),
+                  tracking_uri=uri, experiment="waiting")
+    with caplog.at_level(logging.INFO):
+        state = score_folder(**kwargs, return_state=True)
+    assert state.is_completed()
+    line = f"{inbox}: no such folder; nothing to score until it is created"
+    assert state.result() == {"scored": {}, "skipped": [], "waiting": line}
+    assert _warnings(caplog) == [(line, None)]
+
+    inbox.mkdir()
+    digits_rows(fitted, np.arange(10)).to_csv(inbox / "a.csv", index=False)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        state = score_folder(**kwargs, return_state=True)
+    assert state.is_completed()
+    waiting = state.result()["waiting"]
+    assert "models:/pll-model-to-come/latest" in waiting and f"1 new file(s) in {inbox} wait for it" in waiting
+    assert _warnings(caplog) == [(waiting, None)]  # one line, no traceback, no failed task
+    assert not outbox.exists()
+
+    # Once the model exists, the file that waited is scored.
+    done = score_folder(**{**kwargs, "model_uri": result["model_uri"]})
+    assert list(done["scored"]) == ["a.csv"] and done["waiting"] is None
+
+
+@pytest.mark.slow
+def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_path, umask_027):
     from flows.score import score_folder
 
     uri, result, fitted, _ = trained
@@ -452,6 +606,8 @@ def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_pat
     assert {n: e["status"] for n, e in ledger.items()} == {"a.csv": "scored", "b.parquet": "scored", "c.csv": "failed"}
     assert "x0" in ledger["c.csv"]["error"]
     outputs = {p: p.read_bytes() for p in (folder_output(outbox, "a.csv"), folder_output(outbox, "b.parquet"))}
+    written = [*outputs, review_path(folder_output(outbox, "a.csv")), outbox / LEDGER]
+    assert {oct(p.stat().st_mode & 0o777) for p in written} == {oct(umask_027)}
     assert len(pd.read_parquet(folder_output(outbox, "a.csv"))) == 40
     assert not folder_output(outbox, "c.csv").exists()
 
