@@ -13,6 +13,9 @@ Results are persisted under ``$PLL_CACHE_DIR``, by default ``.pll-cache`` in
 the working directory (a relative path, resolved whenever a result is
 written or read, so a Dask worker uses its own working directory; point
 ``PLL_CACHE_DIR`` at a shared absolute path when workers run elsewhere).
+Entries are signed with the user's secret key and read only if the signature
+verifies, so a file planted there is never deserialized; a cache directory
+that others can write is not used (see :mod:`tasks.cache_store`).
 
 Stages retry transient failures (I/O, network, Dask cluster) with exponential
 backoff; a bad input or a bug fails the same way every time and is not retried.
@@ -33,9 +36,10 @@ from prefect.tasks import exponential_backoff
 
 from pll.errors import PllError
 from pll.grid import stable_hash
+from tasks.cache_store import SignedStore
 
 CACHE_DIR_ENV = "PLL_CACHE_DIR"
-RESULT_STORE = Path(os.environ.get(CACHE_DIR_ENV) or ".pll-cache")
+RESULT_STORE = SignedStore(basepath=os.environ.get(CACHE_DIR_ENV) or ".pll-cache")
 HASHED_PACKAGES = ("pll", "tasks")
 # Fields and options that say how long a stage took or where it ran, not what it computed.
 NOT_CONTENT = frozenset({"timings", "address"})

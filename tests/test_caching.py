@@ -1,11 +1,18 @@
-"""Cache keys from small descriptors of stage inputs; which failures are worth a retry."""
+"""Cache keys from small descriptors of stage inputs; which failures are worth a retry; no planted code runs."""
 
 import json
+import logging
+import os
+import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
 from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker
+from prefect import flow
+from prefect.results import ResultRecord, ResultRecordMetadata
+from prefect.serializers import PickleSerializer
 
 import pll
 from pll.errors import DataFileError, InvalidParameterError
@@ -13,7 +20,9 @@ from pll.experiment import make_split
 from pll.features import featurize
 from pll.neighbors import NeighborResult
 from pll.noise import apply_noise
+from tasks.cache_store import SignedStore
 from tasks.caching import array_digest, code_version, describe, is_transient
+from tasks.noise import add_noise
 
 
 def key(value):
@@ -111,3 +120,113 @@ def test_stages_of_large_runs_are_not_cached(monkeypatch):
     monkeypatch.setenv("PLL_CACHE_MAX_ROWS", "lots")
     with pytest.raises(pll.errors.PllError, match="PLL_CACHE_MAX_ROWS"):
         bounded(find_neighbors, 1)
+
+
+# --- The stage cache runs no planted code (issue 14) -------------------------------------------------------------
+
+
+class Planted:
+    """Unpickling this creates ``marker``: the code a planted cache entry would run."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def planted_record(marker, entry) -> bytes:
+    """A cache entry as Prefect writes one, naming the pickle serializer, whose payload creates ``marker``."""
+    metadata = ResultRecordMetadata(serializer=PickleSerializer(), storage_key=str(entry))
+    return ResultRecord(result=Planted(marker), metadata=metadata).serialize()
+
+
+@flow
+def noise_stage(seed: int):
+    """The real noise stage, with its cache configuration, on iris: its state's name and its result."""
+    state = add_noise(pll.load_dataset("iris"), "class_dependent", None, seed, return_state=True)
+    return state.name, state.result()
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch, prefect_harness):
+    """The stage cache's default folder, ``.pll-cache``, in a fresh working directory; a fresh user key."""
+    if os.environ.get("PLL_CACHE_DIR"):
+        pytest.skip("PLL_CACHE_DIR is set: the test would plant entries in it")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return tmp_path / ".pll-cache"
+
+
+def right_bags(ds, seed):
+    expected = apply_noise(pll.load_dataset("iris"), "class_dependent", None, seed)
+    return isinstance(ds, pll.PartialLabelDataset) and np.array_equal(ds.S, expected.S)
+
+
+def cache_warnings(caplog):
+    return [r for r in caplog.records if r.name == "tasks.cache_store" and r.levelno == logging.WARNING]
+
+
+def test_a_planted_entry_runs_nothing_and_the_stage_recomputes(cache_dir, tmp_path):
+    name, ds = noise_stage(3)
+    assert name == "Completed" and right_bags(ds, 3)
+    [entry] = list(cache_dir.iterdir())  # where the stage reads its output
+    marker = tmp_path / "planted-code-ran"
+    planted = planted_record(marker, entry)
+    entry.write_bytes(planted)
+
+    name, ds = noise_stage(3)
+    assert not marker.exists()
+    assert name == "Completed" and right_bags(ds, 3)  # recomputed, not served from the planted entry
+    assert entry.read_bytes() != planted
+    name, ds = noise_stage(3)
+    assert name == "Cached" and right_bags(ds, 3)  # the entry was replaced by a genuine one
+    assert not marker.exists()
+
+
+def test_a_genuine_entry_is_private_and_still_hits(cache_dir, tmp_path):
+    assert noise_stage(4)[0] == "Completed"
+    name, ds = noise_stage(4)
+    assert name == "Cached" and right_bags(ds, 4)
+    [entry] = list(cache_dir.iterdir())
+    key = tmp_path / "config" / "pll" / "cache.key"
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600 and stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o777], ids=["group", "others"])
+def test_a_cache_directory_others_can_write_is_refused(cache_dir, caplog, mode):
+    cache_dir.mkdir()
+    cache_dir.chmod(mode)
+    for _ in range(2):
+        name, ds = noise_stage(5)
+        assert name == "Completed" and right_bags(ds, 5)  # uncached, not failed
+    assert list(cache_dir.iterdir()) == []
+    [warning] = cache_warnings(caplog)
+    assert str(cache_dir) in warning.getMessage() and "chmod go-w" in warning.getMessage()
+
+
+def test_an_entry_serves_only_the_key_it_was_written_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    store = SignedStore(basepath=str(tmp_path / "cache"))
+    store.write_path("a", b"record of a")
+    assert store.read_path("a") == b"record of a"
+    (tmp_path / "cache" / "b").write_bytes((tmp_path / "cache" / "a").read_bytes())
+    with pytest.raises(ValueError, match="not signed"):
+        store.read_path("b")
+    (tmp_path / "cache" / "c").symlink_to(tmp_path / "cache" / "a")
+    with pytest.raises(OSError):
+        store.read_path("c")
+
+
+def test_a_key_others_can_read_is_refused(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    store = SignedStore(basepath=str(tmp_path / "cache"))
+    store.write_path("a", b"record")
+    key = tmp_path / "config" / "pll" / "cache.key"
+    key.chmod(0o644)
+    with pytest.raises(ValueError, match="not private"):
+        store.read_path("a")
+    store.write_path("b", b"record")
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["a"]
+    [warning] = cache_warnings(caplog)
+    assert str(key) in warning.getMessage() and "mode 644" in warning.getMessage()
