@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from prefect import flow
+from prefect.context import FlowRunContext
+from prefect.futures import as_completed
 
 from flows import LOG_PRINTS
 from pll import catalog
@@ -16,6 +18,7 @@ from tasks.ingest import ingest
 from tasks.methods import neighbors_needed, run_method
 from tasks.neighbors import find_neighbors, log_neighbors
 from tasks.noise import add_noise
+from tasks.progress import stop_stages
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, log_results, resolve_tracking_uri, start_run
 from tasks.trust import trust_option
 
@@ -24,9 +27,28 @@ DEFAULT_METHODS = tuple(catalog.METHODS)
 DEFAULT_METHOD_FEATURES = {"pl_aknn": "pl_aknn_real"}
 
 
+def _results(futures):
+    """The stages' results; at the first that fails, the others are asked to stop and its own error is raised.
+
+    Not the "upstream not ready" of the stages that waited for it, and not
+    minutes later: the stages still running end at their next block of rows
+    (:func:`tasks.progress.stop_stages`).
+    """
+    done = []
+    for future in as_completed(futures):
+        future.wait()  # its final state, not the API's record of it, which may lag behind
+        done.append(future)
+        if not future.state.is_completed():
+            stop_stages(FlowRunContext.get().flow_run.id)
+            failed = [f for f in done if f.state.is_failed()]  # a stage that was not ready waited for these
+            (failed or [future])[0].result()
+    return [future.result() for future in futures]
+
+
 @flow(name="pll-pipeline", log_prints=LOG_PRINTS)
 def pipeline(
     dataset: str = "digits",
+    mat_variables: dict | None = None,
     protocol: str = "none",
     noisy_bags: bool = False,
     noise: str = "auto",
@@ -53,14 +75,16 @@ def pipeline(
     ``dask`` uses (the caller picks the task runner, see
     :func:`flows.cluster.on_dask`); ``run_tags``: extra MLflow tags.
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
-    ``noisy_bags`` accepts empty bags and true labels outside their bags.
+    ``noisy_bags`` accepts empty bags and true labels outside their bags;
+    ``mat_variables`` names a ``.mat`` file's variables (see :func:`pll.load_dataset`).
     ``knn_backend`` with ``knn_options`` serves every neighbor search: the
     methods', the feature pipelines' and the trust score's.  Stages of a run
     on more rows than :func:`tasks.caching.cache_max_rows` are not cached.
     """
-    check_run(dataset=dataset, protocol=protocol, noise=noise, noise_params=noise_params, methods=methods,
-              method_params=method_params, features=features, method_features=method_features,
-              knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction)
+    check_run(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise,
+              noise_params=noise_params, methods=methods, method_params=method_params, features=features,
+              method_features=method_features, knn_backend=knn_backend, knn_options=knn_options,
+              val_fraction=val_fraction)
     tracking_uri = resolve_tracking_uri(tracking_uri)
     method_params = {m: dict((method_params or {}).get(m, {})) for m in methods}
     method_features = {**DEFAULT_METHOD_FEATURES, **(method_features or {})}
@@ -68,6 +92,7 @@ def pipeline(
         knn_options = {"address": dask_address, **(knn_options or {})}
     config = {
         "dataset": dataset,
+        "mat_variables": mat_variables or {},
         "protocol": protocol,
         "noisy_bags": noisy_bags,
         "noise": noise,
@@ -84,7 +109,7 @@ def pipeline(
     groups = group_by_features(methods, features, method_features)
     run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config, run_tags)
     try:
-        raw = ingest(dataset, protocol, noisy_bags)
+        raw = ingest(dataset, protocol, noisy_bags, mat_variables)
         featurize_, neighbors_, method_, trust_ = (
             bounded(stage, raw.n_rows) for stage in (split_and_featurize, find_neighbors, run_method, trust_option)
         )
@@ -103,9 +128,7 @@ def pipeline(
                 for o in native
             ]
             upstream += [split, neighbors, knn_logged]
-        for future in upstream:  # a failed stage raises its own error, not the methods' "upstream not ready"
-            future.result()
-        outputs = [future.result() for future in outputs]
+        outputs = _results(upstream + outputs)[len(upstream):]
         evaluation = evaluate(outputs, ds, rows)
         table = metrics_table(evaluation.metrics)
         predictions = prediction_frames(outputs, ds, rows)

@@ -92,15 +92,22 @@ def min_rows_from_env():
 class _Listener:
     """What :func:`reporting` installed; ``busy`` while one of its loops reports (loops inside it stay quiet)."""
 
-    def __init__(self, callback, min_rows, every_seconds, clock):
+    def __init__(self, callback, min_rows, every_seconds, clock, stop):
         self.callback, self.min_rows, self.every_seconds, self.clock = callback, min_rows, every_seconds, clock
+        self.stop = stop
         self.busy = False
 
     def follow(self, blocks, what):
         total = sum(b.stop - b.start for b in blocks)
-        if self.busy or total == 0 or total < self.min_rows:
-            return blocks
-        return self._report(blocks, what, total)
+        if not (self.busy or total == 0 or total < self.min_rows):
+            blocks = self._report(blocks, what, total)
+        return blocks if self.stop is None else self._stoppable(blocks, what)
+
+    def _stoppable(self, blocks, what):
+        for b in blocks:
+            if self.stop():
+                raise Stopped(f"{what}: stopped at row {b.start:,}, as asked")
+            yield b
 
     def _report(self, blocks, what, total):
         self.busy = True
@@ -118,16 +125,23 @@ class _Listener:
             self.busy = False
 
 
+class Stopped(Exception):
+    """A loop stopped between two blocks because its listener asked it to (another stage of its run failed)."""
+
+
 _LISTENER: ContextVar[_Listener | None] = ContextVar("pll_progress_listener", default=None)
 
 
 @contextmanager
-def reporting(callback, min_rows=None, every_seconds=DEFAULT_EVERY_SECONDS, clock=time.monotonic):
+def reporting(callback, min_rows=None, every_seconds=DEFAULT_EVERY_SECONDS, clock=time.monotonic, stop=None):
     """Within this block, loops over at least ``min_rows`` rows call ``callback`` with a :class:`Progress`.
 
     Each such loop reports every ``every_seconds`` (at block ends) and once
     when it ends.  A loop that runs inside another reporting loop stays quiet:
-    the outer one already counts those rows.
+    the outer one already counts those rows.  With ``stop``, every loop (of
+    any size) asks it before each block and raises :class:`Stopped` when it
+    answers true: a run whose stage failed ends its other stages within a
+    block instead of computing on for minutes.
 
     Parameters
     ----------
@@ -138,6 +152,8 @@ def reporting(callback, min_rows=None, every_seconds=DEFAULT_EVERY_SECONDS, cloc
     every_seconds : float
     clock : callable
         Seconds, monotonic (tests pass their own).
+    stop : callable, optional
+        Returns true when the loops should stop.
 
     Examples
     --------
@@ -149,7 +165,7 @@ def reporting(callback, min_rows=None, every_seconds=DEFAULT_EVERY_SECONDS, cloc
     ['squares: 20 / 20 rows (100%), 5 rows/s, done in 4 s']
     """
     min_rows = min_rows_from_env() if min_rows is None else min_rows
-    token = _LISTENER.set(_Listener(callback, min_rows, every_seconds, clock))
+    token = _LISTENER.set(_Listener(callback, min_rows, every_seconds, clock, stop))
     try:
         yield
     finally:

@@ -21,7 +21,7 @@ from pll.data.synthetic import make_partial_label_table
 from pll.errors import InvalidParameterError
 from pll.methods import base
 from pll.neighbors import exact, grouped, nearest_by_group
-from pll.progress import MIN_ROWS_ENV, Progress, blocks, duration, reporting, track
+from pll.progress import MIN_ROWS_ENV, Progress, Stopped, blocks, duration, reporting, track
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -189,3 +189,59 @@ def test_pll_run_shows_progress_on_the_console(tmp_path):
     assert ("method-pl_knn", "PlKnn disambiguation", "2,400") in seen
     assert all(int(total.replace(",", "")) >= 1000 for _, _, _, total, _, _ in lines)
     assert all(done_ == total and pct == "100" and "done in" in rest for _, _, done_, total, pct, rest in lines)
+
+
+def test_a_stop_request_ends_every_loop_between_two_blocks():
+    """Loops of any size ask ``stop`` before each block, and nested loops too; without it, no question asked."""
+    done, asked = [], []
+
+    def stop():
+        asked.append(len(done))
+        return len(done) >= 3
+
+    with reporting(lambda p: None, min_rows=10**9, stop=stop):
+        with pytest.raises(Stopped, match="tiny: stopped at row 3"):
+            for rows in track(blocks(10, 1), "tiny"):
+                done.append(rows.start)
+    assert done == [0, 1, 2] and asked == [0, 1, 2, 3]
+    with reporting(lambda p: None, min_rows=1, stop=lambda: True):
+        with pytest.raises(Stopped):
+            for _ in track(blocks(4, 2), "outer"):
+                pass
+
+
+@pytest.mark.slow
+def test_a_failed_stage_stops_the_stages_still_running(prefect_harness):
+    """The pipeline's wait raises the failed stage's own error; a running stage stops at its next block."""
+    import time
+
+    from prefect import flow, task
+
+    from flows.pipeline import _results
+    from pll.errors import InvalidDataError
+    from tasks.progress import logged_progress
+
+    ran = []
+
+    @task
+    def long_stage():
+        with logged_progress():
+            for rows in track(blocks(2_000, 1), "long stage"):
+                ran.append(rows.start)
+                time.sleep(0.05)
+
+    @task
+    def failing_stage():
+        while len(ran) < 5:  # fail while the long stage is under way
+            time.sleep(0.05)
+        raise InvalidDataError("row 3 of the input is bad")
+
+    @flow
+    def two_stages():
+        return _results([long_stage.submit(), failing_stage.submit()])
+
+    state = two_stages(return_state=True)
+    assert state.is_failed()
+    with pytest.raises(InvalidDataError, match="row 3 of the input is bad"):
+        state.result()
+    assert 5 <= len(ran) < 2_000  # stopped, not run to its end
