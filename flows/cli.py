@@ -11,6 +11,7 @@ from contextlib import ExitStack
 import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
 from pll import catalog
 from pll.errors import PllError
+from pll.progress import Stopped
 from pll.neighbors.auto import AUTO_EXACT_MAX_ROWS, AUTO_WIDE_K, BACKENDS, DEFAULT_BACKEND
 
 from .server import STARTUP_TIMEOUT_SECONDS, TemporaryServerError, temporary_server
@@ -23,24 +24,25 @@ class _OneLineInputErrors(logging.Filter):
     """Leave a bad input's error to the command's one ``pll: error:`` line.
 
     Prefect would also log it with its traceback, as the failed task's and the
-    failed flow's final state, and log every task that then did not run as
-    "NotReady"; a failure that is not a :class:`PllError` (a bug) keeps all of it.
+    failed flow's final state, log every task that then did not run as
+    "NotReady" and every stage it stopped (:class:`pll.progress.Stopped`); a
+    failure that is not a :class:`PllError` (a bug) keeps all of it.
     """
 
     def filter(self, record):
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, PllError):
+        if isinstance(exc, (PllError, Stopped)):
             return False
         message = record.getMessage()
         if message.startswith("Finished in state NotReady("):
             return False
         return not (message.startswith("Finished in state Failed(") and
-                    any(f"{name}: " in message for name in _input_error_names()))
+                    any(f"{name}: " in message for name in _error_names(PllError) | _error_names(Stopped)))
 
 
-def _input_error_names(cls=PllError):
-    """The names of :class:`PllError` and of all its subclasses."""
-    return {cls.__name__}.union(*(_input_error_names(sub) for sub in cls.__subclasses__()))
+def _error_names(cls):
+    """The names of ``cls`` and of all its subclasses."""
+    return {cls.__name__}.union(*(_error_names(sub) for sub in cls.__subclasses__()))
 
 
 def _quiet_input_errors():
@@ -70,6 +72,15 @@ def _seed(text):
     if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"must lie in 0..{MAX_SEED}, got {value}")
     return value
+
+
+def _mat_variables(text):
+    from pll.data.mat import parse_mat_variables
+
+    try:
+        return parse_mat_variables(text)
+    except PllError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _method_list(text):
@@ -114,6 +125,10 @@ def _add_data_arguments(parser):
                         f"data, else none), none (bags as loaded), {_choices(catalog.NOISE_MODELS)} (default: auto)")
     parser.add_argument("--noise-params", type=_json_arg, default=None,
                         help='JSON parameters of the noise model, e.g. \'{"p": 0.5}\'')
+    parser.add_argument("--mat-variables", type=_mat_variables, default=None, metavar="KEY=NAME,...",
+                        help="a .mat file's variables by other names than PALM's, e.g. "
+                        "features=features,partial_labels=p_labels,labels=logitlabels (keys left out: the default "
+                        "names are searched)")
     parser.add_argument("--seed", type=_seed, default=0,
                         help=f"seed of the noise model, the split and the methods: 0 to {MAX_SEED} (default: 0)")
 
@@ -210,12 +225,12 @@ def preflight(args):
     from tasks.tracking_store import resolve_tracking_uri
 
     if args.command == "run":
-        check_run(dataset=args.dataset, protocol=args.protocol, noise=args.noise, noise_params=args.noise_params,
-                  methods=args.methods, method_params=args.method_params, features=args.features,
+        check_run(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
+                  noise_params=args.noise_params, methods=args.methods, method_params=args.method_params, features=args.features,
                   method_features=args.method_features, knn_backend=args.knn_backend, knn_options=args.knn_options)
     elif args.command == "train":
-        check_run(dataset=args.dataset, protocol=args.protocol, noise=args.noise, noise_params=args.noise_params,
-                  methods=[args.method], method_params={args.method: args.method_params or {}},
+        check_run(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
+                  noise_params=args.noise_params, methods=[args.method], method_params={args.method: args.method_params or {}},
                   features=args.features, knn_backend=args.knn_backend, knn_options=args.knn_options)
     elif args.command == "benchmark":
         from pll.grid import load_grid
@@ -240,6 +255,7 @@ def cmd_run(args):
         result = on_dask(pipeline, address)(
             dask_address=address,
             dataset=args.dataset,
+            mat_variables=args.mat_variables,
             protocol=args.protocol,
             noisy_bags=args.noisy_bags,
             noise=args.noise,
@@ -318,6 +334,7 @@ def cmd_train(args):
 
     result = train(
         dataset=args.dataset,
+        mat_variables=args.mat_variables,
         protocol=args.protocol,
         noisy_bags=args.noisy_bags,
         method=args.method,

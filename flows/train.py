@@ -16,6 +16,7 @@ from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, st
 @flow(name="pll-train", log_prints=LOG_PRINTS)
 def train(
     dataset: str = "digits",
+    mat_variables: dict | None = None,
     protocol: str = "none",
     noisy_bags: bool = False,
     method: str = "pl_knn",
@@ -37,7 +38,7 @@ def train(
     labelled data set (every bag a single label, e.g. the built-in
     ``digits``) class-dependent partial labels, so that a demo trains on
     partial labels, and keeps the bags of a data set that already has them.
-    ``protocol`` and ``noisy_bags`` prepare the data as in the pipeline.
+    ``protocol``, ``noisy_bags`` and ``mat_variables`` prepare the data as in the pipeline.
 
     Every neighbor search of the model (its features', its method's, at
     training and at scoring time) uses ``knn_backend`` with ``knn_options``.
@@ -50,12 +51,13 @@ def train(
     training ``run_id``, ``experiment`` and ``tracking_uri``.
     """
     # A bad name or parameter fails before any run is created.
-    check_run(dataset=dataset, protocol=protocol, noise=noise, noise_params=noise_params, methods=[method],
-              method_params={method: method_params or {}}, features=features, knn_backend=knn_backend,
-              knn_options=knn_options)
+    check_run(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise,
+              noise_params=noise_params, methods=[method], method_params={method: method_params or {}},
+              features=features, knn_backend=knn_backend, knn_options=knn_options)
     tracking_uri = resolve_tracking_uri(tracking_uri)
     config = {
         "dataset": dataset,
+        "mat_variables": mat_variables or {},
         "protocol": protocol,
         "noisy_bags": noisy_bags,
         "method": method,
@@ -71,7 +73,7 @@ def train(
     }
     run_id = start_run(tracking_uri, experiment, f"train-{method}-{dataset}", config, tags={"pll.kind": "training"})
     try:
-        ds = add_noise(ingest(dataset, protocol, noisy_bags), noise, noise_params, seed)
+        ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
         fitted = fit(ds, method, method_params, features, seed, threshold, knn_backend, knn_options)
         logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), registered_name)
     except BaseException:

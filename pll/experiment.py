@@ -59,6 +59,7 @@ def group_by_features(methods, features, method_features=None):
 def check_run(
     *,
     dataset,
+    mat_variables=None,
     protocol="none",
     noise="auto",
     noise_params=None,
@@ -73,7 +74,7 @@ def check_run(
     """Refuse a run whose parameters cannot work, before any data is read or any stage starts.
 
     Names the first bad parameter: the data set (a built-in name or an
-    existing file of a known type), protocol, noise model and its parameter
+    existing file of a known type) and the names of its ``.mat`` variables, protocol, noise model and its parameter
     names, methods and their parameters, feature pipelines, kNN backend and
     its options, validation fraction.
     """
@@ -83,7 +84,7 @@ def check_run(
     from .neighbors.index import check_backend
     from .noise import check_noise
 
-    check_source(dataset)
+    check_source(dataset, variables=mat_variables)
     if protocol not in PROTOCOLS:
         raise InvalidParameterError(f"unknown protocol {protocol!r}: choose from {', '.join(PROTOCOLS)}")
     check_noise(noise, noise_params)

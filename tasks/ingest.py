@@ -8,12 +8,18 @@ from tasks.caching import RETRIES
 
 
 @task(name="ingest", cache_policy=NO_CACHE, **RETRIES)
-def ingest(dataset: str, protocol: str = "none", noisy_bags: bool = False) -> pll.PartialLabelDataset:
-    """Load ``dataset`` (a built-in name or a file path).
+def ingest(
+    dataset: str, protocol: str = "none", noisy_bags: bool = False, mat_variables: dict | None = None
+) -> pll.PartialLabelDataset:
+    """Load ``dataset`` (a built-in name or a file path; a ``.mat`` file's variables named by ``mat_variables``).
 
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
     ``noisy_bags`` accepts empty bags and true labels outside their bags.
     """
     return pll.load_dataset(
-        dataset, protocol=protocol, allow_empty_bags=noisy_bags, allow_true_label_outside=noisy_bags
+        dataset,
+        protocol=protocol,
+        allow_empty_bags=noisy_bags,
+        allow_true_label_outside=noisy_bags,
+        variables=mat_variables,
     )

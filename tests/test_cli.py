@@ -176,3 +176,26 @@ def test_a_stage_that_fails_on_its_input_is_reported_once(tmp_path):
     assert text.count("k=500 exceeds the 120 training rows") == 1, text
     assert "pll: error: k=500 exceeds the 120 training rows" in out.stderr
     assert "Traceback" not in text and "NotReady" not in text
+
+
+@pytest.mark.slow
+def test_a_mat_file_with_other_variable_names_runs_when_they_are_named(tmp_path):
+    import numpy as np
+    import scipy.io
+
+    from pll import load_dataset, noise
+
+    iris = load_dataset("iris")
+    S = noise.class_dependent(iris.y, n_classes=3, random_state=0)
+    path = tmp_path / "renamed.mat"
+    scipy.io.savemat(path, {"features": iris.X, "p_labels": S.T.astype(float), "logitlabels": np.eye(3)[iris.y].T})
+
+    refused = _pll("run", "--dataset", str(path), "--methods", "pl_knn", cwd=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    (line,) = [line for line in refused.stderr.splitlines() if line.startswith("pll: error: ")]
+    assert "--mat-variables" in line and "p_labels" in line and "logitlabels" in line
+
+    out = _pll("run", "--dataset", str(path), "--methods", "pl_knn", "--mat-variables",
+               "features=features,partial_labels=p_labels,labels=logitlabels", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "Correct means: true labels" in out.stdout and "| pl_knn" in out.stdout
