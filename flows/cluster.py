@@ -4,6 +4,10 @@
 machine for as long as the flow runs) or a scheduler address such as
 ``tcp://127.0.0.1:8786`` (a cluster started elsewhere, e.g. by hand with
 ``dask scheduler`` and ``dask worker``).
+
+A LocalCluster's worker processes exit by themselves once this process dies, even by SIGKILL
+(distributed ties them to their parent; gone within 0.1 s here), so they need no watchdog
+such as the Prefect server's (flows/lifeline.py); its dashboard needs bokeh.
 """
 
 from __future__ import annotations

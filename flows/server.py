@@ -6,6 +6,9 @@ a request is still in flight, its database layer can print a shutdown
 traceback that has nothing to do with the run.  Starting it here, with its
 standard output and error pointed at a log file while it is spawned, keeps
 the command's own output clean and the server's messages on record.
+
+Each server process is tied to this one (:mod:`flows.lifeline`): it stops when ``pll`` dies,
+even by SIGKILL, which runs none of the cleanup that stops it at a normal exit.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+
+from . import lifeline
 
 
 @contextmanager
@@ -45,6 +50,23 @@ class TemporaryServerError(RuntimeError):
     """Prefect's temporary server did not start."""
 
 
+def _tied_server():
+    """Prefect's temporary server, each of whose processes is stopped by a watchdog once this process dies.
+
+    ``_run_uvicorn_command`` is where Prefect 3 spawns the server (again on another port if the
+    first one was taken); Prefect keeps one instance per port, so its own calls reuse this one.
+    """
+    from prefect.server.api.server import SubprocessASGIServer
+
+    class TiedServer(SubprocessASGIServer):
+        def _run_uvicorn_command(self):
+            process = super()._run_uvicorn_command()
+            self.watchdog = lifeline.tie(process)
+            return process
+
+    return TiedServer()
+
+
 @contextmanager
 def temporary_server():
     """Start the temporary server unless a server is configured; yield its log file (or None).
@@ -55,7 +77,6 @@ def temporary_server():
     Dask workers, which receive the settings with each task or inherit the
     environment, report to this server instead of starting their own.
     """
-    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_HOME,
@@ -69,7 +90,7 @@ def temporary_server():
     home = Path(PREFECT_HOME.value())
     home.mkdir(parents=True, exist_ok=True)
     log = home / "temporary-server.log"
-    server = SubprocessASGIServer()
+    server = _tied_server()
     timeout_setting = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
     timeout = timeout_setting.value() if timeout_setting.name in os.environ else STARTUP_TIMEOUT_SECONDS
     try:
