@@ -37,6 +37,8 @@ from pll.data.tabular import CANDIDATES, SEPARATOR
 from pll.errors import InvalidParameterError, ModelNotFoundError
 from pll.scoring import FittedModel, feature_names, fit_model
 
+from .progress import logged_progress
+from .served import predict_served
 from .tracking import log_json
 
 ARTIFACT = "fitted_model"
@@ -53,15 +55,16 @@ class PllPyfuncModel(mlflow.pyfunc.PythonModel):
             self.fitted = pickle.load(fh)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        return self.fitted.predict_frame(pd.DataFrame(model_input), source="model input")
+        return predict_served(self.fitted, model_input)
 
 
 @task(name="fit-model", cache_policy=NO_CACHE, task_run_name="fit-{method}")
 def fit(ds, method: str, params: dict | None, features: str, seed: int, threshold: float | None = None,
         knn_backend: str = "exact", knn_options: dict | None = None) -> FittedModel:
     """Fit ``features`` and ``method`` on every row of ``ds`` (see :func:`pll.scoring.fit_model`)."""
-    return fit_model(ds, method, params, features, random_state=seed, threshold=threshold, knn=knn_backend,
-                     knn_params=knn_options)
+    with logged_progress():
+        return fit_model(ds, method, params, features, random_state=seed, threshold=threshold, knn=knn_backend,
+                         knn_params=knn_options)
 
 
 def input_example(ds, rows=EXAMPLE_ROWS) -> pd.DataFrame:
@@ -73,15 +76,11 @@ def input_example(ds, rows=EXAMPLE_ROWS) -> pd.DataFrame:
 
 
 def signature_of(fitted: FittedModel, example: pd.DataFrame) -> ModelSignature:
-    """Input: one double per feature and optional string ``candidates``; output as predicted."""
-    inputs = Schema(
-        [ColSpec("double", name) for name in fitted.feature_names]
-        + [ColSpec("string", CANDIDATES, required=False)]
-    )
+    """Output as predicted, and no input schema: MLflow would drop columns it does not name (see tasks.served)."""
     predicted = fitted.predict_frame(example)
     kinds = {"b": "boolean", "f": "double", "i": "long"}
-    outputs = Schema([ColSpec(kinds.get(predicted[c].dtype.kind, "string"), c) for c in predicted.columns])
-    return ModelSignature(inputs=inputs, outputs=outputs)
+    return ModelSignature(outputs=Schema([ColSpec(kinds.get(predicted[c].dtype.kind, "string"), c)
+                                          for c in predicted.columns]))
 
 
 def requirements() -> list[str]:

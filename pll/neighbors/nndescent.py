@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
+from ..progress import blocks, track
 from .exact import ExactIndex, rerank
 
 # Index parameters passed on to pynndescent.NNDescent as they are (n_neighbors defaults to graph_neighbors(k)).
@@ -37,6 +38,8 @@ INDEX_PARAMS = (
 )
 # Query parameters: pynndescent's search breadth and the candidates fetched per query before reranking.
 OPTIONS = INDEX_PARAMS + ("epsilon", "query_k", "random_state")
+QUERY_ROWS = 65_536
+"""Queries searched per call to pynndescent: the unit of progress reports and of stopping a search."""
 
 
 def graph_neighbors(k):
@@ -130,10 +133,12 @@ class NNDescentIndex:
         new = np.flatnonzero(exclude < 0)
         if own.size:
             indices[own], distances[own] = rerank(self.X_train, Q[own], self._graph[exclude[own]], k, exclude=exclude[own])
-        if new.size:
+        query_k = min(max(k, self.query_k), n_train)
+        for rows in track(blocks(new.size, QUERY_ROWS), "nndescent search"):
+            part = new[rows]
             with self._lock, _numba_threads(self._n_jobs):
-                cand, _ = self._index.query(Q[new], k=min(max(k, self.query_k), n_train), epsilon=self.epsilon)
-            indices[new], distances[new] = rerank(self.X_train, Q[new], cand, k)
+                cand, _ = self._index.query(Q[part], k=query_k, epsilon=self.epsilon)
+            indices[part], distances[part] = rerank(self.X_train, Q[part], cand, k)
         short = np.flatnonzero((indices < 0).any(axis=1))
         if short.size:
             if self._exact is None:
