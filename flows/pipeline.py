@@ -7,24 +7,19 @@ from prefect.context import FlowRunContext
 from prefect.futures import as_completed
 
 from flows import LOG_PRINTS
-from pll import catalog
-from pll.experiment import check_run, group_by_features, make_split
+from pll.experiment import DEFAULT_METHODS, check_run, make_split, plan_run, prediction_frames
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import metrics_table
 from tasks.caching import bounded
-from tasks.evaluate import evaluate, prediction_frames
+from tasks.evaluate import evaluate
 from tasks.features import split_and_featurize
 from tasks.ingest import ingest
-from tasks.methods import neighbors_needed, run_method
+from tasks.methods import run_method
 from tasks.neighbors import find_neighbors, log_neighbors
 from tasks.noise import add_noise
 from tasks.progress import stop_stages
 from tasks.tracking import DEFAULT_EXPERIMENT, end_run, log_results, resolve_tracking_uri, start_run
 from tasks.trust import trust_option
-
-DEFAULT_METHODS = tuple(catalog.METHODS)
-# PL A-kNN runs on its paper's preprocessing unless the caller says otherwise.
-DEFAULT_METHOD_FEATURES = {"pl_aknn": "pl_aknn_real"}
 
 
 def _results(futures):
@@ -86,8 +81,7 @@ def pipeline(
               method_features=method_features, knn_backend=knn_backend, knn_options=knn_options,
               val_fraction=val_fraction)
     tracking_uri = resolve_tracking_uri(tracking_uri)
-    method_params = {m: dict((method_params or {}).get(m, {})) for m in methods}
-    method_features = {**DEFAULT_METHOD_FEATURES, **(method_features or {})}
+    plan = plan_run(methods, method_params, features, method_features)
     if knn_backend == "dask" and dask_address:
         knn_options = {"address": dask_address, **(knn_options or {})}
     config = {
@@ -98,15 +92,14 @@ def pipeline(
         "noise": noise,
         "noise_params": noise_params or {},
         "seed": seed,
-        "methods": method_params,
+        "methods": plan.method_params,
         "features": features,
-        "method_features": method_features or {},
+        "method_features": plan.method_features,
         "val_fraction": val_fraction,
         "knn_backend": knn_backend,
         "knn_options": knn_options or {},
         "dask_address": dask_address,
     }
-    groups = group_by_features(methods, features, method_features)
     run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config, run_tags)
     try:
         raw = ingest(dataset, protocol, noisy_bags, mat_variables)
@@ -116,12 +109,11 @@ def pipeline(
         ds = bounded(add_noise, raw.n_rows)(raw, noise, noise_params, seed)
         rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
         outputs, upstream = [], []
-        for group_features, group in groups.items():
-            split = featurize_.submit(ds, rows, group_features, knn_backend, knn_options)
-            k = neighbors_needed({m: method_params[m] for m in group})
-            neighbors = neighbors_.submit(split, rows, k, knn_backend, knn_options)
-            knn_logged = log_neighbors.submit(tracking_uri, run_id, group_features, neighbors)
-            native = [method_.submit(m, method_params[m], split, rows, neighbors, seed) for m in group]
+        for group in plan.groups:
+            split = featurize_.submit(ds, rows, group.features, knn_backend, knn_options)
+            neighbors = neighbors_.submit(split, rows, group.k, knn_backend, knn_options)
+            knn_logged = log_neighbors.submit(tracking_uri, run_id, group.features, neighbors)
+            native = [method_.submit(m, plan.method_params[m], split, rows, neighbors, seed) for m in group.methods]
             # Every method is evaluated a second time with the trust score as its reject option.
             outputs += native + [
                 trust_.submit(o, split, rows, neighbors, knn_backend=knn_backend, knn_options=knn_options)

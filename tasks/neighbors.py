@@ -1,60 +1,21 @@
-"""Neighbor stage: one kNN computation per split and feature pipeline, shared by every method."""
-
-from dataclasses import dataclass
+"""Neighbor stage: :func:`pll.experiment.find_neighbors` as a cached Prefect task, and its logging."""
 
 from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pll.neighbors import NeighborIndex, NeighborResult
+from pll import experiment
+from pll.experiment import NeighborSet
 from tasks.caching import CACHED, RETRIES
 from tasks.progress import logged_progress
 from tasks.tracking import log_metrics
 
 
-@dataclass(frozen=True)
-class NeighborSet:
-    """Neighbors of one split: training rows' own, test rows', and validation rows' among the fitting rows."""
-
-    train: NeighborResult
-    test: NeighborResult
-    val: NeighborResult
-
-
 @task(name="neighbors", **CACHED, **RETRIES, task_run_name="neighbors-{split.features}")
 def find_neighbors(split, rows, k: int, backend: str, options: dict | None) -> NeighborSet:
-    """``k`` neighbors for every query set of the split (validation indices refer to ``rows.fit``).
-
-    One index over the training rows serves both their own neighbors and the
-    test rows'; the validation rows search a second index over the fitting rows.
-    """
-    options = dict(options or {})
+    """``k`` neighbors for every query set of the split (validation indices refer to ``rows.fit``)."""
     with logged_progress():
-        with NeighborIndex(split.X_train, k, backend, **options) as index:
-            train, test = index.kneighbors(None), index.kneighbors(split.X_test)
-        with NeighborIndex(split.X_train[rows.fit], k, backend, **options) as index:
-            val = index.kneighbors(split.X_train[rows.val])
-    return NeighborSet(train=train, test=test, val=val)
-
-
-def neighbor_metrics(features: str, neighbors: NeighborSet) -> dict:
-    """MLflow metrics of a neighbor set: seconds spent, and recall for approximate backends.
-
-    ``knn.<features>.build_seconds`` and ``.query_seconds`` sum over the two
-    indexes and three query sets; ``.recall`` is the lowest recall of the three
-    (each also as ``.<set>.recall``).
-    """
-    results = {"train": neighbors.train, "test": neighbors.test, "val": neighbors.val}
-    prefix = f"knn.{features}"
-    metrics = {
-        f"{prefix}.build_seconds": neighbors.train.timings.get("build", 0.0) + neighbors.val.timings.get("build", 0.0),
-        f"{prefix}.query_seconds": sum(r.timings.get("query", 0.0) for r in results.values()),
-    }
-    recalls = {name: r.recall for name, r in results.items() if r.recall is not None}
-    if recalls:
-        metrics[f"{prefix}.recall"] = min(recalls.values())
-        metrics.update({f"{prefix}.{name}.recall": value for name, value in recalls.items()})
-    return metrics
+        return experiment.find_neighbors(split, rows, k, backend, options)
 
 
 @task(name="log-neighbors", cache_policy=NO_CACHE, task_run_name="log-neighbors-{features}")
@@ -62,4 +23,4 @@ def log_neighbors(tracking_uri: str, run_id: str, features: str, neighbors: Neig
     """Log the neighbor stage of one feature pipeline: backend used, seconds, recall."""
     client = MlflowClient(tracking_uri)
     client.log_param(run_id, f"knn.{features}.backend", neighbors.train.backend)
-    log_metrics(client, run_id, neighbor_metrics(features, neighbors))
+    log_metrics(client, run_id, experiment.neighbor_metrics(features, neighbors))

@@ -18,10 +18,8 @@ from pll.evaluation import (
     reject_report,
     threshold_sweep,
 )
-from pll.experiment import make_split
+from pll.experiment import MethodOutput, evaluate, make_split, prediction_frames
 from pll.methods import METHODS, RejectPrediction
-from tasks.evaluate import evaluate, prediction_frames
-from tasks.methods import MethodOutput
 
 PER_CLASS_PREFIXES = ("belief", "plausibility", "share")
 
@@ -120,7 +118,7 @@ def check_curves_figures_and_report(root, logged, options):
     assert all(f"| {method} " in report for method in options) and "cal_risk" in report
 
 
-# -------------------------------------------- the evaluation task without true labels
+# -------------------------------------------- the evaluation stage without true labels
 
 
 def toy_run(n=60, n_classes=3, seed=0):
@@ -144,7 +142,7 @@ def toy_run(n=60, n_classes=3, seed=0):
 
 def test_without_true_labels_the_partial_label_loss_judges_rows_with_bags():
     ds, rows, out = toy_run()
-    result = evaluate.fn([out], ds, rows)
+    result = evaluate([out], ds, rows)
     keep = ds.S[rows.test].any(axis=1)
     assert 0 < keep.sum() < rows.test.size  # the toy data exercises the empty-bag case
     expected = partial_label_report(ds.S[rows.test][keep], out.test.labels[keep], out.test.accept[keep])
@@ -166,13 +164,13 @@ def test_evaluation_refuses_test_rows_that_have_no_bag_at_all():
     S = ds.S.copy()
     S[rows.test] = False
     with pytest.raises(InvalidDataError, match="no test row has a candidate bag"):
-        evaluate.fn([out], ds.with_bags(S), rows)
+        evaluate([out], ds.with_bags(S), rows)
 
 
 def test_evaluation_refuses_two_outputs_for_the_same_reject_option():
     ds, rows, out = toy_run()
     with pytest.raises(InvalidDataError, match="two outputs"):
-        evaluate.fn([out, out], ds, rows)
+        evaluate([out, out], ds, rows)
 
 
 def test_predictions_tables_put_other_reject_options_beside_the_native_one():
@@ -232,7 +230,7 @@ def test_every_reject_option_of_a_method_gets_its_own_metric_names():
         out.method, out.features, out.test, out.train,
         RejectPrediction(out.val.labels, out.val.accept, 1.0 - out.val.score, out.val.guess), option="trust",
     )
-    result = evaluate.fn([out, trust], labelled, rows)
+    result = evaluate([out, trust], labelled, rows)
     assert set(result.sweeps) == {("pl_knn", "native"), ("pl_knn", "trust")}
     native = {k.split(".", 2)[2] for k in result.metrics if k.startswith("pl_knn.native.")}
     assert {k.split(".", 2)[2] for k in result.metrics if k.startswith("pl_knn.trust.")} == native

@@ -1,0 +1,42 @@
+"""The protocol of one run, as plain functions: a notebook reproduces a logged run without Prefect or MLflow.
+
+:func:`run_protocol` runs it all; the stages, each of which a Prefect task of
+``tasks/`` calls and logs: :func:`make_split` (train, test, validation
+rows), :func:`find_neighbors` (one :class:`NeighborSet` per feature
+pipeline), :func:`run_method` and :func:`trust_option` (a :class:`MethodOutput`
+per method and reject option), :func:`evaluate` (an :class:`Evaluation`) and
+:func:`prediction_frames`.  :func:`check_run` refuses a run's parameters
+before anything starts.  Names are imported on first use.
+"""
+
+from .._lazy import lazy_attributes
+
+_PUBLIC = {
+    "DEFAULT_METHODS": ".plan",
+    "DEFAULT_METHOD_FEATURES": ".plan",
+    "Evaluation": ".evaluation",
+    "FeatureGroup": ".plan",
+    "MethodOutput": ".methods",
+    "NeighborSet": ".neighbors",
+    "OptionEvaluation": ".evaluation",
+    "PARTIAL_LABEL_LOSS": ".evaluation",
+    "RunPlan": ".plan",
+    "RunResult": ".protocol",
+    "SplitRows": ".split",
+    "TRUE_LABELS": ".evaluation",
+    "check_protocol": ".checks",
+    "check_run": ".checks",
+    "evaluate": ".evaluation",
+    "find_neighbors": ".neighbors",
+    "group_by_features": ".plan",
+    "make_split": ".split",
+    "neighbor_metrics": ".neighbors",
+    "neighbors_needed": ".plan",
+    "plan_run": ".plan",
+    "prediction_frames": ".predictions",
+    "run_method": ".methods",
+    "run_protocol": ".protocol",
+    "trust_option": ".trust",
+}
+__all__ = sorted(_PUBLIC)
+__getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC)

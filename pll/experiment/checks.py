@@ -1,0 +1,73 @@
+"""Refuse a run whose parameters cannot work, before any data is read or any stage starts."""
+
+from __future__ import annotations
+
+from ..errors import InvalidParameterError
+
+
+def check_run(
+    *,
+    dataset,
+    mat_variables=None,
+    protocol="none",
+    noise="auto",
+    noise_params=None,
+    methods,
+    method_params=None,
+    features="minmax",
+    method_features=None,
+    knn_backend="auto",
+    knn_options=None,
+    val_fraction=0.2,
+):
+    """Refuse a run of the pipeline whose parameters cannot work.
+
+    Names the first bad parameter: the data set (a built-in name or an
+    existing file of a known type) and the names of its ``.mat`` variables, protocol, noise model and its parameter
+    names, then those :func:`check_protocol` checks.
+    """
+    from ..data import PROTOCOLS, check_source
+    from ..noise import check_noise
+
+    check_source(dataset, variables=mat_variables)
+    if protocol not in PROTOCOLS:
+        raise InvalidParameterError(f"unknown protocol {protocol!r}: choose from {', '.join(PROTOCOLS)}")
+    check_noise(noise, noise_params)
+    check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
+                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction)
+
+
+def check_protocol(
+    *,
+    methods,
+    method_params=None,
+    features="minmax",
+    method_features=None,
+    knn_backend="auto",
+    knn_options=None,
+    val_fraction=0.2,
+):
+    """Refuse run protocol parameters that cannot work, naming the first bad one.
+
+    Methods and their parameters, feature pipelines, kNN backend and its
+    options, validation fraction.
+    """
+    from ..features import FEATURE_PIPELINES
+    from ..methods import METHODS, make_method
+    from ..neighbors.index import check_backend
+
+    if not methods:
+        raise InvalidParameterError("no method to run: name at least one of " + ", ".join(METHODS))
+    strays = sorted(set(method_params or {}) - set(methods))
+    if strays:
+        raise InvalidParameterError(f"parameters given for {strays[0]!r}, which the run does not run")
+    for method in methods:
+        make_method(method, (method_params or {}).get(method))
+    for method, name in {**(method_features or {}), "": features}.items():
+        if name not in FEATURE_PIPELINES:
+            where = f"features of {method!r}" if method else "features"
+            raise InvalidParameterError(f"{where}: unknown feature pipeline {name!r}; "
+                                        f"choose from {', '.join(FEATURE_PIPELINES)}")
+    check_backend(knn_backend, knn_options)
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
+        raise InvalidParameterError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")

@@ -1,0 +1,135 @@
+"""The evaluation stage: metrics, curves and calibrated thresholds of every method and reject option."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidDataError
+from ..evaluation import (
+    DEFAULT_LAMBDAS,
+    aurc,
+    calibrate_thresholds,
+    calibrated_metrics,
+    correctness,
+    partial_label_report,
+    precision_at_percentile,
+    reject_report,
+    threshold_sweep,
+)
+
+TRUE_LABELS = "true labels"
+PARTIAL_LABEL_LOSS = "partial-label loss (label in the row's bag; rows with empty bags left out)"
+
+
+@dataclass(frozen=True)
+class OptionEvaluation:
+    """The evaluation of one method with one reject option on the test rows.
+
+    ``metrics``: metric -> float, the keys of :func:`pll.evaluation.reject_report`,
+    ``aurc`` and those of :func:`pll.evaluation.calibrated_metrics`;
+    ``sweep``: :func:`pll.evaluation.threshold_sweep`; ``precision``:
+    precision at percentile; ``calibration``: per λ, the threshold chosen on
+    the validation hold-out with its ``val_risk`` and ``val_rejection_rate``
+    there; ``operating_point``: (rejection rate, covered accuracy) of the
+    option's own rule.
+    """
+
+    method: str
+    option: str
+    metrics: dict
+    sweep: pd.DataFrame
+    precision: pd.DataFrame
+    calibration: pd.DataFrame
+    operating_point: tuple
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What the evaluation of one run produced: one :class:`OptionEvaluation` per method and reject option.
+
+    ``truth`` says what "correct" meant.  The other attributes gather the
+    options' results as a run logs them: ``metrics`` by
+    ``<method>.<option>.<metric>``, the rest by ``(method, option)``.
+    """
+
+    options: tuple
+    truth: str
+
+    @property
+    def metrics(self) -> dict:
+        return {f"{o.method}.{o.option}.{name}": value for o in self.options for name, value in o.metrics.items()}
+
+    @property
+    def sweeps(self) -> dict:
+        return {(o.method, o.option): o.sweep for o in self.options}
+
+    @property
+    def precision(self) -> dict:
+        return {(o.method, o.option): o.precision for o in self.options}
+
+    @property
+    def calibration(self) -> dict:
+        return {(o.method, o.option): o.calibration for o in self.options}
+
+    @property
+    def operating_points(self) -> dict:
+        return {(o.method, o.option): o.operating_point for o in self.options}
+
+
+class _Judge:
+    """Judges predictions of data set rows: against true labels, else by the partial-label loss."""
+
+    def __init__(self, ds, idx, part):
+        self.ds, self.idx = ds, np.asarray(idx)
+        # Without true labels only rows with a non-empty bag can be judged.
+        self.keep = np.ones(self.idx.size, bool) if ds.y is not None else ds.S[self.idx].any(axis=1)
+        if not self.keep.any():
+            raise InvalidDataError(f"{ds.name}: no {part} row has a candidate bag to evaluate against")
+
+    def correct(self, pred):
+        labels = pred.labels[self.keep]
+        if self.ds.y is not None:
+            return correctness(labels, y_true=self.ds.y[self.idx], n_classes=self.ds.n_classes)
+        return correctness(labels, bags=self.ds.S[self.idx[self.keep]])
+
+    def report(self, pred, lambdas):
+        if self.ds.y is not None:
+            return reject_report(self.ds.y[self.idx], pred.labels, pred.accept, lambdas, n_classes=self.ds.n_classes)
+        bags = self.ds.S[self.idx[self.keep]]
+        return partial_label_report(bags, pred.labels[self.keep], pred.accept[self.keep], lambdas)
+
+
+def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
+    """Evaluate every :class:`~pll.experiment.MethodOutput` on the test rows, with thresholds calibrated on the validation rows.
+
+    With true labels (``ds.y``) a prediction is correct when it equals the
+    true label; without, when it lies in the row's bag (rows with an empty
+    bag are left out).
+    """
+    test = _Judge(ds, rows.test, "test")
+    val = _Judge(ds, rows.train[rows.val], "validation")
+    options, seen = [], set()
+    for out in outputs:
+        if (out.method, out.option) in seen:
+            raise InvalidDataError(f"two outputs for method {out.method!r} with reject option {out.option!r}")
+        seen.add((out.method, out.option))
+        report = test.report(out.test, lambdas)
+        correct = test.correct(out.test)
+        score = out.test.score[test.keep]
+        sweep = threshold_sweep(score, correct)
+        cal = calibrate_thresholds(out.val.score[val.keep], val.correct(out.val), lambdas)
+        report["aurc"] = aurc(sweep)
+        report.update(calibrated_metrics(cal, score, correct))
+        options.append(OptionEvaluation(
+            out.method,
+            out.option,
+            report,
+            sweep,
+            precision_at_percentile(score, correct),
+            cal.rename(columns={"risk": "val_risk", "rejection_rate": "val_rejection_rate"}),
+            (report["rejection_rate"], report["covered_accuracy"]),
+        ))
+    return Evaluation(tuple(options), TRUE_LABELS if ds.y is not None else PARTIAL_LABEL_LOSS)

@@ -1,0 +1,48 @@
+"""The method stage: fit a method, refit it on the fitting rows, predict test and validation rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sklearn.base import clone
+
+from ..methods import RejectPrediction, make_method
+
+
+@dataclass(frozen=True)
+class MethodOutput:
+    """What one method, with one reject option, produced on one split.
+
+    ``test``: the test rows; ``train``: the disambiguated training rows;
+    ``val``: the validation hold-out, predicted by the same method fitted on
+    the other training rows (for calibrating thresholds).  ``option`` names
+    the reject option whose ``accept`` and ``score`` the test and validation
+    predictions carry: ``native`` for the method's own; ``train`` always
+    carries the native option's.
+    """
+
+    method: str
+    features: str
+    test: RejectPrediction
+    train: RejectPrediction
+    val: RejectPrediction
+    option: str = "native"
+
+
+def run_method(name: str, params: dict | None, split, rows, neighbors, seed: int) -> MethodOutput:
+    """Fit method ``name`` on the split's training rows and predict with its own reject option.
+
+    ``neighbors`` (a :class:`~pll.experiment.NeighborSet` of ``split``) are
+    reused, not searched again.  A clone fitted on the fitting rows
+    ``rows.fit`` only predicts the validation rows ``rows.val``.
+    """
+    clf = make_method(name, params, random_state=seed)
+    clf.fit(split.X_train, split.train.S, neighbors=neighbors.train)
+    holdout = clone(clf).fit(split.X_train[rows.fit], split.train.S[rows.fit])
+    return MethodOutput(
+        name,
+        split.features,
+        test=clf.predict_with_reject(split.X_test, neighbors=neighbors.test),
+        train=clf.disambiguate(),
+        val=holdout.predict_with_reject(split.X_train[rows.val], neighbors=neighbors.val),
+    )

@@ -1,0 +1,50 @@
+"""The neighbor stage: one kNN computation per split and feature pipeline, shared by every method."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..neighbors import NeighborIndex, NeighborResult
+
+
+@dataclass(frozen=True)
+class NeighborSet:
+    """Neighbors of one split: training rows' own, test rows', and validation rows' among the fitting rows."""
+
+    train: NeighborResult
+    test: NeighborResult
+    val: NeighborResult
+
+
+def find_neighbors(split, rows, k: int, backend: str, options: dict | None = None) -> NeighborSet:
+    """``k`` neighbors for every query set of the featurized ``split`` (validation indices refer to ``rows.fit``).
+
+    One index over the training rows serves both their own neighbors and the
+    test rows'; the validation rows search a second index over the fitting rows.
+    """
+    options = dict(options or {})
+    with NeighborIndex(split.X_train, k, backend, **options) as index:
+        train, test = index.kneighbors(None), index.kneighbors(split.X_test)
+    with NeighborIndex(split.X_train[rows.fit], k, backend, **options) as index:
+        val = index.kneighbors(split.X_train[rows.val])
+    return NeighborSet(train=train, test=test, val=val)
+
+
+def neighbor_metrics(features: str, neighbors: NeighborSet) -> dict:
+    """The metrics of a neighbor set, as a run logs them: seconds spent, and recall for approximate backends.
+
+    ``knn.<features>.build_seconds`` and ``.query_seconds`` sum over the two
+    indexes and three query sets; ``.recall`` is the lowest recall of the three
+    (each also as ``.<set>.recall``).
+    """
+    results = {"train": neighbors.train, "test": neighbors.test, "val": neighbors.val}
+    prefix = f"knn.{features}"
+    metrics = {
+        f"{prefix}.build_seconds": neighbors.train.timings.get("build", 0.0) + neighbors.val.timings.get("build", 0.0),
+        f"{prefix}.query_seconds": sum(r.timings.get("query", 0.0) for r in results.values()),
+    }
+    recalls = {name: r.recall for name, r in results.items() if r.recall is not None}
+    if recalls:
+        metrics[f"{prefix}.recall"] = min(recalls.values())
+        metrics.update({f"{prefix}.{name}.recall": value for name, value in recalls.items()})
+    return metrics

@@ -1,0 +1,36 @@
+"""Prediction tables of a run: what each method predicted, with every reject option, row by row."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def prediction_frames(outputs, ds, rows) -> dict:
+    """Predictions artifacts: artifact path -> table, per method, of the test and the validation rows.
+
+    ``predictions/<method>.parquet`` holds the test rows,
+    ``predictions/<method>.val.parquet`` the validation hold-out (what the
+    calibrated thresholds were chosen on).  The ``native`` option (else the
+    alphabetically first) gives the columns of :meth:`RejectPrediction.to_frame`
+    (``belief_<class>``, ``plausibility_<class>``, ``share_<class>``, ...);
+    every other option adds ``<option>_score`` and ``<option>_accept`` (e.g.
+    ``trust_score``), and ``<option>_label`` if its labels differ.
+    """
+    by_method = {}
+    for out in outputs:
+        by_method.setdefault(out.method, []).append(out)
+    frames = {}
+    for method, outs in by_method.items():
+        outs = sorted(outs, key=lambda o: (o.option != "native", o.option))
+        for part, idx, suffix in (("test", rows.test, ""), ("val", rows.train[rows.val], ".val")):
+            base = getattr(outs[0], part)
+            frame = base.to_frame(ds.classes, None if ds.y is None else ds.y[idx], idx)
+            extra = {}
+            for other in outs[1:]:
+                pred = getattr(other, part)
+                extra[f"{other.option}_score"] = pred.score
+                extra[f"{other.option}_accept"] = pred.accept
+                if not np.array_equal(pred.labels, base.labels):
+                    extra[f"{other.option}_label"] = pred.labels
+            frames[f"predictions/{method}{suffix}.parquet"] = frame.assign(**extra)
+    return frames

@@ -1,0 +1,52 @@
+"""The trust stage: the trust score as a second reject option of every method."""
+
+from __future__ import annotations
+
+import warnings
+
+from ..neighbors.auto import DEFAULT_BACKEND
+from ..trust_score import DEFAULT_CLASS_SETS, DEFAULT_THRESHOLD, partial_label_trust, with_trust
+from .methods import MethodOutput
+
+
+def trust_option(
+    output: MethodOutput,
+    split,
+    rows,
+    neighbors,
+    class_sets: str = DEFAULT_CLASS_SETS,
+    threshold: float = DEFAULT_THRESHOLD,
+    knn_backend: str = DEFAULT_BACKEND,
+    knn_options: dict | None = None,
+) -> MethodOutput:
+    """``output`` with the trust score (in the method's features) as its reject option.
+
+    Test rows are scored against class sets built from the method's
+    disambiguation of all training rows; validation rows, like the hold-out model that
+    predicted them, only see the fitting rows ``rows.fit`` — with the labels
+    of the full model's disambiguation, the only one the method output holds.
+    The method's ``neighbors`` (same features, same training rows) settle the
+    rows whose lists hold both classes; the others are searched with the kNN
+    backend.  The training rows keep the method's own disambiguation: nothing
+    downstream reads their trust scores, the costliest part at scale (as many
+    queries as training rows).
+    """
+    params = {"knn": knn_backend, "knn_params": dict(knn_options or {})}
+    S, train = split.train.S, output.train
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # empty classes and duplicates are well defined
+        full = partial_label_trust(split.X_train, S, train.labels, train.accept, class_sets, **params)
+        fit = rows.fit
+        holdout = partial_label_trust(
+            split.X_train[fit], S[fit], train.labels[fit], train.accept[fit], class_sets, **params
+        )
+    test_scores = full.score(split.X_test, output.test.labels, neighbors=neighbors.test)
+    val_scores = holdout.score(split.X_train[rows.val], output.val.labels, neighbors=neighbors.val)
+    return MethodOutput(
+        output.method,
+        output.features,
+        test=with_trust(output.test, test_scores, threshold),
+        train=train,
+        val=with_trust(output.val, val_scores, threshold),
+        option="trust",
+    )
