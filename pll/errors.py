@@ -4,6 +4,10 @@ Every error the project raises because of what a caller passed in derives from
 :class:`PllError`, so a command-line front end can turn it into one line on
 stderr instead of a traceback.  The subclasses say *what kind* of input was
 wrong; the message says *which* file, column, row or parameter.
+
+:class:`NotFittedError` also derives from scikit-learn's, so that code written
+for scikit-learn estimators catches it; it is defined on first use, so that
+``import pll.errors`` stays free of scikit-learn.
 """
 
 
@@ -23,12 +27,12 @@ class InvalidDataError(PllError):
     """Arrays have the wrong shape, type or values (NaN, empty bags, ...)."""
 
 
+class NonNumericDataError(InvalidDataError, TypeError):
+    """Features hold values that are not numbers (a TypeError too, as scikit-learn raises for them)."""
+
+
 class InvalidParameterError(PllError):
     """An estimator, noise model or backend parameter is out of range."""
-
-
-class NotFittedError(PllError):
-    """An estimator was used before ``fit``."""
 
 
 class NeighborsError(PllError):
@@ -45,3 +49,17 @@ class FilesFailedError(PllError):
 
 class TrackingStoreError(PllError):
     """The MLflow tracking store named by a URI cannot be reached or written."""
+
+
+def __getattr__(name):
+    """Define :class:`NotFittedError` when first asked for: it subclasses scikit-learn's, imported then."""
+    if name != "NotFittedError":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    class NotFittedError(PllError, SklearnNotFittedError):
+        """An estimator was used before ``fit``."""
+
+    NotFittedError.__module__, NotFittedError.__qualname__ = __name__, "NotFittedError"
+    globals()["NotFittedError"] = NotFittedError
+    return NotFittedError

@@ -6,7 +6,8 @@ import time
 
 import numpy as np
 
-from ..errors import InvalidDataError, InvalidParameterError, NeighborsError
+from ..errors import InvalidParameterError, NeighborsError
+from ..validation import check_features, check_queries
 from .auto import BACKENDS, auto_exact_max_rows, choose_backend
 from .backends import APPROXIMATE, LOCAL_OPTIONS, check_options, local_index
 from .exact import ExactIndex
@@ -15,34 +16,6 @@ from .result import NeighborResult
 
 # Options every backend takes: the recall sample and the seed.
 COMMON_OPTIONS = ("recall_sample", "random_state")
-
-
-def check_features(X, what):
-    """``X`` as a finite 2-d float array, or an :class:`InvalidDataError` naming the first bad row."""
-    try:
-        X = np.asarray(X)
-        if not np.issubdtype(X.dtype, np.floating):
-            X = X.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidDataError(f"{what}: features are not numeric ({exc})") from None
-    if X.ndim != 2:
-        raise InvalidDataError(f"{what}: features must be a 2-d array, got shape {X.shape}")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise InvalidDataError(f"{what}: no rows or no features (shape {X.shape})")
-    bad = ~np.isfinite(X).all(axis=1)
-    if bad.any():
-        raise InvalidDataError(
-            f"{what}: {int(bad.sum())} row(s) hold NaN or infinite values (first at row {int(np.argmax(bad))})"
-        )
-    return np.ascontiguousarray(X)
-
-
-def check_queries(X_query, n_features):
-    """Query rows as :func:`check_features` does, with the training rows' number of features."""
-    Q = check_features(X_query, "query rows")
-    if Q.shape[1] != n_features:
-        raise InvalidDataError(f"query rows have {Q.shape[1]} features but training rows have {n_features}")
-    return Q
 
 
 def check_backend(backend, options=None):
