@@ -1,4 +1,11 @@
-"""Serve the deployments of ``deployments/prefect.yaml`` with their schedules from one process."""
+"""Serve the deployments of ``deployments/prefect.yaml`` with their schedules from one process.
+
+``pll serve`` registers each deployment under a name of its own, ``<name>-served``.  With the file's
+names, serving and ``prefect deploy`` would write the same server-side deployment: the serve runner
+drops the pull step that ``prefect deploy`` set (a run then crashed with "Downloading flow code from
+storage at None"), and stopping ``pll serve`` pauses the schedules that a work-pool worker runs.  Own
+names keep each deployment with the one process that registered it, in either order.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,20 @@ from pathlib import Path
 
 import yaml
 from prefect import serve
-from prefect.flows import load_flow_from_entrypoint
+from prefect.deployments.runner import RunnerDeployment
+from prefect.runner.storage import LocalStorage
 from prefect.schedules import Cron
+from prefect.settings import PREFECT_API_URL
 
-from pll.errors import InvalidParameterError
+from pll.errors import InvalidParameterError, PllError
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DEPLOYMENTS_FILE = PROJECT_DIR / "deployments" / "prefect.yaml"
+SERVED_SUFFIX = "-served"
+
+
+class ServerNotConfiguredError(PllError):
+    """``pll serve`` was started without a Prefect server to register its deployments with."""
 
 
 def load_deployment_specs(path=DEPLOYMENTS_FILE) -> list[dict]:
@@ -24,15 +38,26 @@ def load_deployment_specs(path=DEPLOYMENTS_FILE) -> list[dict]:
     return specs
 
 
+def served_name(name: str) -> str:
+    """The name ``pll serve`` gives the file's deployment ``name``: never one that ``prefect deploy`` uses."""
+    return f"{name}{SERVED_SUFFIX}"
+
+
 def to_runner_deployments(specs, project_dir=PROJECT_DIR):
-    """Runner deployments (flow, parameters, schedules) for :func:`prefect.serve`."""
+    """Runner deployments (flow, parameters, schedules) for :func:`prefect.serve`.
+
+    Their code lives in ``project_dir`` (local storage): runs start there, as the work-pool
+    deployments' pull step makes them, whichever directory ``pll serve`` was started from.
+    """
+    storage = LocalStorage(str(project_dir))
     deployments = []
     for spec in specs:
-        flow = load_flow_from_entrypoint(str(project_dir / spec["entrypoint"]))
         crons = [Cron(s["cron"], timezone=s.get("timezone")) for s in spec.get("schedules") or [] if "cron" in s]
         deployments.append(
-            flow.to_deployment(
-                name=spec["name"],
+            RunnerDeployment.from_storage(
+                storage=storage,
+                entrypoint=spec["entrypoint"],
+                name=served_name(spec["name"]),
                 description=spec.get("description"),
                 parameters=spec.get("parameters") or {},
                 schedules=crons or None,
@@ -43,5 +68,14 @@ def to_runner_deployments(specs, project_dir=PROJECT_DIR):
 
 
 def serve_all(path=DEPLOYMENTS_FILE):
-    """Serve every deployment in ``path`` until interrupted."""
+    """Serve every deployment in ``path`` until interrupted.
+
+    Without ``PREFECT_API_URL`` Prefect would register them with a temporary server of this process
+    that nothing else can reach; refuse that in one line instead.
+    """
+    if not PREFECT_API_URL.value():
+        raise ServerNotConfiguredError(
+            "pll serve needs a running Prefect server: start one (prefect server start) and set PREFECT_API_URL, "
+            "e.g. export PREFECT_API_URL=http://127.0.0.1:4200/api"
+        )
     serve(*to_runner_deployments(load_deployment_specs(path)))

@@ -1,96 +1,172 @@
-"""The README's deployment commands against a real local Prefect server and a process worker on loopback.
+"""The README's deployment commands, run as written against a real Prefect server on loopback.
 
-Also what ``pll serve`` serves: every deployment of the file, with its
-schedules (cron and timezone).
+The README's Deployments section has three shell blocks: start the server, deploy to the work pool
+and start a worker, and ``pll serve``.  Each test runs them line by line in a fresh environment (no
+``PREFECT_*`` variables but an empty Prefect home), on a free port instead of 4200 and with the
+server's scheduler off, so that the nightly and ten-minute schedules never start a run here.  Lines
+ending in ``&`` become background processes, each in a session of its own that is ended afterwards;
+every ``--watch`` line must end in Completed.  Both orders run: serving after ``prefect deploy`` once
+crashed every served run ("Downloading flow code from storage at None").
 """
 
+import json
 import os
+import re
+import signal
 import subprocess
-import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.processes import free_port, stop
-from flows.serve import load_deployment_specs, to_runner_deployments
+from flows.serve import load_deployment_specs, served_name
+from tests.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+SPECS = load_deployment_specs()
+STEP_TIMEOUT = 900  # seconds: a grid of the README on a loaded two-core machine
 
 
-def test_serve_keeps_every_deployment_with_its_schedules():
-    specs = load_deployment_specs()
-    deployments = {d.name: d for d in to_runner_deployments(specs)}
-    assert set(deployments) == {s["name"] for s in specs}
-    assert "benchmark-nightly" in deployments
-    for spec in specs:
-        want = [(s["cron"], s.get("timezone")) for s in spec.get("schedules") or []]
-        got = [(s.schedule.cron, s.schedule.timezone) for s in deployments[spec["name"]].schedules or []]
-        assert got == want, spec["name"]
-    assert deployments["benchmark-nightly"].parameters == {"grid": "benchmarks/grids/smoke.yaml"}
+def readme_blocks():
+    """The shell blocks of the README's Deployments section by role: server, deploy, serve."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Deployments\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    roles = {"server": "prefect server start", "deploy": "prefect deploy ", "serve": "pll serve"}
+    found = {role: [b for b in blocks if key in b] for role, key in roles.items()}
+    assert all(len(b) == 1 for b in found.values()) and len(blocks) == 3, blocks
+    return {role: b[0] for role, b in found.items()}
 
 
-def wait_healthy(url, process, timeout=240):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the Prefect server exited with code {process.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
+def commands(block, port):
+    """The block's command lines without comments, on ``port`` instead of the README's 4200."""
+    lines = (re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines())
+    return [line.replace("4200", str(port)) for line in lines if line]
+
+
+def get_json(url, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+class Shell:
+    """Runs README lines as a user's terminal would, from the repository root."""
+
+    def __init__(self, env, logs, port):
+        self.env, self.logs, self.port = env, logs, port
+        self.background = []
+
+    @property
+    def api(self):
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def run(self, line):
+        if line.startswith("export "):
+            name, value = line.removeprefix("export ").split("=", 1)
+            self.env[name] = value
+        elif line.endswith("&"):
+            self.start(line.removesuffix("&").strip())
+        else:
+            done = subprocess.run(["bash", "-c", line], cwd=ROOT, env=self.env, capture_output=True, text=True,
+                                  timeout=STEP_TIMEOUT)
+            report = f"{line}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}{self.log_tails()}"
+            assert done.returncode == 0, report
+            if "--watch" in line:
+                assert "Completed" in done.stdout, report
+
+    def start(self, line):
+        with open(self.logs / f"background-{len(self.background)}.log", "w") as log:
+            process = subprocess.Popen(["bash", "-c", line], cwd=ROOT, env=self.env, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        self.background.append(process)
+        if "server start" in line:
+            self.wait(process, lambda: get_json(f"{self.api}/health"))
+        elif "pll serve" in line:
+            self.wait(process, lambda: len(self.deployments(served_name(s["name"]) for s in SPECS)) == len(SPECS))
+
+    def wait(self, process, ready, timeout=300):
+        """Until ``ready()`` is true: what a user sees happen before typing the next line."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert process.poll() is None, f"{process.args} exited with {process.returncode}{self.log_tails()}"
+            try:
+                if ready():
                     return
-        except OSError:
+            except (OSError, urllib.error.URLError):
+                pass
             time.sleep(1)
-    raise TimeoutError(f"no answer from {url} within {timeout} s")
+        raise TimeoutError(f"{process.args} not ready within {timeout} s{self.log_tails()}")
+
+    def deployments(self, names):
+        """The server's deployments of these names, with their flow's name as ``flow``."""
+        flows = {f["id"]: f["name"] for f in get_json(f"{self.api}/flows/filter", {})}
+        found = get_json(f"{self.api}/deployments/filter", {"deployments": {"name": {"any_": list(names)}}})
+        return {f"{flows[d['flow_id']]}/{d['name']}": d for d in found}
+
+    def log_tails(self):
+        return "".join(f"\n--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.logs.glob("*.log")))
+
+    def stop(self):
+        """End every background process and what it started (its session), last started first."""
+        for process in reversed(self.background):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    process.wait(timeout=60)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
 
 
 @pytest.mark.slow
-def test_deploy_start_a_worker_and_trigger_a_run(tmp_path):
+@pytest.mark.parametrize("order", [("deploy", "serve"), ("serve", "deploy")], ids="-then-".join)
+def test_readme_deployment_commands_run_as_written(tmp_path, order):
     port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {
-        **os.environ,
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+    env.update({
         "PREFECT_HOME": str(tmp_path / "prefect-home"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_UI_ENABLED": "false",
-        "PREFECT_API_URL": api,
-        "PLL_PROJECT_DIR": str(ROOT),
-        # Flow runs work in PLL_PROJECT_DIR: keep their MLflow store and stage cache out of the repository.
+        "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
+        # Flow runs work in the checkout: keep their MLflow store and stage cache out of it.
         "MLFLOW_TRACKING_URI": uri,
         "PLL_CACHE_DIR": str(tmp_path / "cache"),
-    }
-    prefect = str(BIN / "prefect")
-
-    def run(*args):
-        done = subprocess.run([prefect, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-        return done.stdout
-
-    processes = []
+    })
+    blocks = readme_blocks()
+    shell = Shell(env, tmp_path, port)
     try:
-        server_log = open(tmp_path / "server.log", "w")
-        processes.append(subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                          cwd=tmp_path, env=env, stdout=server_log, stderr=subprocess.STDOUT))
-        wait_healthy(f"{api}/health", processes[0])
-        run("work-pool", "create", "pll-process", "--type", "process")
-        # Only the ad-hoc pipeline: --all would also schedule score-incoming every ten minutes.
-        out = run("--no-prompt", "deploy", "--prefect-file", "deployments/prefect.yaml", "--name", "pipeline")
-        assert "pll-pipeline/pipeline" in out
-        worker_log = open(tmp_path / "worker.log", "w")
-        processes.append(subprocess.Popen([prefect, "worker", "start", "--pool", "pll-process"],
-                                          cwd=tmp_path, env=env, stdout=worker_log, stderr=subprocess.STDOUT))
-        out = run("deployment", "run", "pll-pipeline/pipeline", "--param", "dataset=iris", "--param", "seed=1",
-                  "--param", 'methods=["pl_knn"]', "--watch", "--watch-timeout", "540")
-        assert "Completed" in out, out
+        for line in commands(blocks["server"], port):
+            shell.run(line)
+        # The UI asks the server where the API is: the README's port, not Prefect's default.
+        ui = get_json(f"http://127.0.0.1:{port}/ui-settings")
+        assert ui["api_url"] == f"http://127.0.0.1:{port}/api"
+        for role in order:
+            for line in commands(blocks[role], port):
+                shell.run(line)
+
+        # Each way keeps its own deployments, whichever registered last.
+        names = [s["name"] for s in SPECS]
+        deployed = shell.deployments(names)
+        served = shell.deployments(served_name(n) for n in names)
+        pull = [{"prefect.deployments.steps.set_working_directory": {"directory": str(ROOT)}}]
+        assert sorted(d["name"] for d in deployed.values()) == sorted(names)
+        assert all(d["work_pool_name"] == "pll-process" and d["pull_steps"] == pull for d in deployed.values())
+        assert sorted(d["name"] for d in served.values()) == sorted(served_name(n) for n in names)
+        assert all(d["work_pool_name"] is None for d in served.values())
     finally:
-        stop(processes)
+        shell.stop()
 
     client = MlflowClient(uri)
-    (run_,) = client.search_runs([client.get_experiment_by_name("pll").experiment_id])
-    assert run_.info.status == "FINISHED"
-    assert (run_.data.params["dataset"], run_.data.params["seed"]) == ("iris", "1")
-    assert run_.data.metrics["pl_knn.native.accuracy"] > 0.8
+    runs = [r for r in client.search_runs([client.get_experiment_by_name("pll").experiment_id])
+            if "mlflow.parentRunId" not in r.data.tags]
+    # One pipeline run through the worker, one through pll serve.
+    assert [(r.data.params["dataset"], r.data.params["seed"], r.info.status) for r in runs] == [
+        ("iris", "1", "FINISHED")] * 2
