@@ -103,7 +103,7 @@ class _Judge:
 
 
 def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
-    """Evaluate every :class:`~pll.experiment.MethodOutput` on the test rows, with thresholds calibrated on the validation rows.
+    """Evaluate every :class:`~pll.experiment.MethodOutput` on the test rows, thresholds calibrated on validation rows.
 
     With true labels (``ds.y``) a prediction is correct when it equals the
     true label; without, when it lies in the row's bag (rows with an empty
