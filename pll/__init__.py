@@ -19,6 +19,7 @@ _PUBLIC = {
     "TrustScore": ".trust_score",
     "errors": ".errors",
     "evaluation": ".evaluation",
+    "experiment": ".experiment",
     "features": ".features",
     "load_dataset": ".data",
     "neighbors": ".neighbors",

@@ -32,7 +32,7 @@ def risk_table(metrics: dict) -> pd.DataFrame:
     ----------
     metrics : dict
         Metrics named ``<method>.<option>.risk_<λ>`` and
-        ``<method>.<option>.cal_<what>_<λ>`` (see ``tasks.evaluate``).
+        ``<method>.<option>.cal_<what>_<λ>`` (see ``pll.experiment.evaluate``).
 
     Returns
     -------

@@ -134,8 +134,8 @@ def curve_path(method, option, curve):
 def log_results(tracking_uri: str, run_id: str, summary: dict, evaluation, predictions: dict, table):
     """Log metrics, curves, figures, predictions, tables and the Markdown report of a run.
 
-    ``evaluation``: a :class:`tasks.evaluate.Evaluation`; ``predictions``:
-    artifact path -> table (:func:`tasks.evaluate.prediction_frames`);
+    ``evaluation``: a :class:`pll.experiment.Evaluation`; ``predictions``:
+    artifact path -> table (:func:`pll.experiment.prediction_frames`);
     ``table``: the metrics table (:func:`pll.tables.metrics_table`).
     """
     client = MlflowClient(tracking_uri)
