@@ -24,6 +24,8 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InvalidDataError, InvalidParameterError
+from .methods.base import in_candidates, predict_with_reject
+from .validation import check_bags
 
 DEFAULT_LAMBDAS = (0.0, 0.05, 0.10, 0.15, 0.20)
 DEFAULT_PERCENTILES = tuple(range(0, 101))
@@ -126,13 +128,7 @@ def correctness(labels, *, y_true=None, bags=None, n_classes=None):
     if (y_true is None) == (bags is None):
         raise InvalidParameterError("give exactly one of y_true (true labels) or bags (partial-label loss)")
     if bags is not None:
-        bags = np.asarray(bags)
-        if bags.ndim != 2:
-            raise InvalidDataError(f"bags must be a 2-d array, got shape {bags.shape}")
-        if bags.dtype != bool:
-            if not np.isin(bags, (0, 1)).all():
-                raise InvalidDataError("bags must hold only 0/1 values")
-            bags = bags.astype(bool)
+        bags = check_bags(bags, what="bags")
         empty = np.flatnonzero(~bags.any(axis=1))
         if empty.size:
             raise InvalidDataError(f"bags[{empty[0]}] is empty: the partial-label loss needs a candidate bag")
@@ -237,6 +233,50 @@ def partial_label_report(bags, labels, accept, lambdas=DEFAULT_LAMBDAS):
     correct = correctness(labels, bags=bags)
     _nonempty(correct.size)
     return _report(correct, _as_mask(accept, "accept", correct.size), lams)
+
+
+class RiskScorer:
+    """``−R_λ`` of an estimator's own reject option on held-out rows: a scorer for scikit-learn's model selection.
+
+    Called as ``scorer(estimator, X, S)``: the estimator (a pll method, or a
+    pipeline ending in one) predicts with its reject option; a prediction is
+    right when it lies in the row's candidate set (with 1-d labels: equals the
+    label), and ``R_λ = nonreject_error + λ·rejection_rate``.  Negated, since
+    scikit-learn maximizes scores.  Make one with :func:`make_risk_scorer`.
+    """
+
+    def __init__(self, lam):
+        self.lam = _check_lambdas([lam])[0]
+
+    def __call__(self, estimator, X, S, sample_weight=None):
+        if sample_weight is not None:
+            raise InvalidParameterError("the risk scorer takes no sample weights")
+        prediction = predict_with_reject(estimator, X)
+        correct = in_candidates(estimator.classes_, prediction.labels, S)
+        _nonempty(correct.size)
+        return -_report(correct, prediction.accept, (self.lam,))[risk_name(self.lam)]
+
+    def __repr__(self):
+        return f"make_risk_scorer({self.lam!r})"
+
+
+def make_risk_scorer(lam=0.10):
+    """A scorer for ``GridSearchCV`` and ``cross_val_score``: ``−R_λ`` of the estimator's own reject option.
+
+    ``scoring="accuracy"`` cannot judge candidate sets, and ignores the
+    reject option; this scorer does both (see :class:`RiskScorer`).
+
+    Examples
+    --------
+    >>> import numpy as np, pll
+    >>> from sklearn.model_selection import GridSearchCV
+    >>> X = np.arange(12.0)[:, None]
+    >>> S = [{"a"}, {"a", "b"}, {"a"}, {"a", "c"}, {"a"}, {"a"}, {"b"}, {"b", "c"}, {"b"}, {"b"}, {"c"}, {"b"}]
+    >>> search = GridSearchCV(pll.PlKnn(), {"n_neighbors": [1, 3]}, scoring=make_risk_scorer(0.1), cv=3)
+    >>> search.fit(X, S).best_params_
+    {'n_neighbors': 3}
+    """
+    return RiskScorer(lam)
 
 
 def threshold_sweep(score, correct):

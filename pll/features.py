@@ -7,17 +7,20 @@ new rows, with every statistic taken from the training rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import PCA
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .data import PartialLabelDataset
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import row_blocks
 from .neighbors import NeighborIndex, kneighbors, use_backend
+from .validation import check_params, check_X
 
 _EPS = 1e-12
 VARIANTS = {"real-world": 0.1, "vision": 0.25}  # variant -> default smoothing strength alpha
@@ -150,6 +153,24 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
     ((30, 4), (3, 4))
     """
 
+    _expected_failed_checks = {
+        "check_transformer_general": (
+            "fit_transform gives the training rows' representation (each row left out of its own "
+            "neighbors), transform treats its rows as new, so they differ on the same rows by design"
+        ),
+        "check_transformer_data_not_an_array": "fit_transform and transform differ on the same rows by design",
+    }
+    """scikit-learn checks this estimator fails, and why (``tests/test_estimator_checks.py`` runs them)."""
+    _parameter_constraints = {
+        "variant": [StrOptions(VARIANTS.keys())],  # keys, not a set: the message lists them in order
+        "alpha": [Interval(Real, 0.0, 1.0, closed="both"), None],
+        "smooth_k": [Interval(Integral, 1, None, closed="left")],
+        "density_k": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "knn": [str],
+        "knn_params": [dict, None],
+    }
+
     def __init__(
         self,
         variant="real-world",
@@ -183,32 +204,17 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         """The representation of new rows, shape (m, d'), against the fitted training rows."""
         if not hasattr(self, "smoothed_"):
             raise NotFittedError("PlAknnPreprocessor: call fit before transform")
-        X = self._check(X, "rows to transform")
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidDataError(
-                f"PlAknnPreprocessor: fitted on {self.n_features_in_} features, got {X.shape[1]}"
-            )
-        Z = self._project(X)
+        Z = self._project(check_X(self, X, reset=False))
         n = self.smoothed_.shape[0]
         smoothed = self._smooth(Z, self.smoothed_, self._smoothed_index().kneighbors(Z, min(self.smooth_k, n)))
         return self._density(smoothed, smoothed)
 
     def _fit(self, X):
-        X = self._check(X, "training rows")
-        if self.variant not in VARIANTS:
-            raise InvalidParameterError(
-                f"PlAknnPreprocessor: variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}"
-            )
+        check_params(self)
+        X = check_X(self, X, reset=True)
         self.alpha_ = VARIANTS[self.variant] if self.alpha is None else float(self.alpha)
-        if not 0.0 <= self.alpha_ <= 1.0:
-            raise InvalidParameterError(f"PlAknnPreprocessor: alpha must be in [0, 1], got {self.alpha}")
-        for name in ("smooth_k", "density_k", "n_components"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise InvalidParameterError(f"PlAknnPreprocessor: {name} must be a positive integer, got {value!r}")
         if X.shape[0] < 2:
-            raise InvalidDataError(f"PlAknnPreprocessor: needs at least 2 training rows, got {X.shape[0]}")
-        self.n_features_in_ = X.shape[1]
+            raise InvalidDataError(f"PlAknnPreprocessor: needs at least 2 training rows, got n_samples={X.shape[0]}")
         self.mean_, self.pca_ = None, None
         if self.variant == "vision":
             self.mean_ = X.mean(axis=0)
@@ -218,6 +224,7 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         k = min(self.smooth_k, Z.shape[0] - 1)
         self.smoothed_ = self._smooth(Z, Z, kneighbors(Z, None, k, self.knn, **(self.knn_params or {})))
         self._index = None
+        self._smoothed_index()
 
     def _project(self, X):
         """Steps 1 and 2: cube root or centering + PCA, then L2 normalization."""
@@ -228,10 +235,10 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         return _l2_rows(Z)
 
     def _smoothed_index(self):
-        """One neighbor index over the smoothed training rows, for every later search (built on first use).
+        """One neighbor index over the smoothed training rows, for every later search (built by fit).
 
         It serves the density step of the training rows and both steps of new
-        rows, so their searches share one build.  Not pickled: rebuilt after loading.
+        rows, so their searches share one build.  Not pickled: rebuilt on first use after loading.
         """
         if getattr(self, "_index", None) is None:
             n = self.smoothed_.shape[0]
@@ -258,18 +265,3 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         """Step 4: divide each row by its mean distance to its nearest smoothed training rows."""
         nb = self._smoothed_index().kneighbors(query, min(self.density_k, self.smoothed_.shape[0] - 1))
         return smoothed / (nb.distances.mean(axis=1, keepdims=True) + _EPS)
-
-    @staticmethod
-    def _check(X, what):
-        try:
-            X = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InvalidDataError(f"PlAknnPreprocessor: {what} are not numeric ({exc})") from None
-        if X.ndim != 2:
-            raise InvalidDataError(f"PlAknnPreprocessor: {what} must be a 2-d array, got shape {X.shape}")
-        bad = ~np.isfinite(X).all(axis=1)
-        if bad.any():
-            raise InvalidDataError(
-                f"PlAknnPreprocessor: {what} hold NaN or infinite values (first at row {int(np.argmax(bad))})"
-            )
-        return X

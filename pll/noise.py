@@ -17,6 +17,7 @@ import numpy as np
 from ._random import row_uniform, seed_to_int
 from .data.dataset import one_hot
 from .errors import InvalidDataError, InvalidParameterError
+from .validation import check_bags, check_class_indices, check_features
 
 # Independent random streams, one per kind of draw.
 _COIN, _WRONG, _PAIRING, _ANCHOR, _ANCHOR_LABEL, _ALPHA, _MEMBER, _REMOVE = range(1, 9)
@@ -27,28 +28,15 @@ def _check_labels(y, n_classes):
     y = np.asarray(y)
     if y.ndim != 1 or y.size == 0:
         raise InvalidDataError(f"true labels must be a non-empty 1-d array, got shape {y.shape}")
-    if not np.issubdtype(y.dtype, np.integer):
-        raise InvalidDataError("true labels must be class indices (integers)")
     if n_classes < 3:
         raise InvalidParameterError(f"noise models need at least three classes, got n_classes={n_classes}")
-    bad = (y < 0) | (y >= n_classes)
-    if bad.any():
-        raise InvalidDataError(
-            f"true label {int(y[bad][0])} at row {int(np.argmax(bad))} is outside [0, {n_classes})"
-        )
-    return y.astype(np.int64)
+    return check_class_indices(y, n_classes)
 
 
 def _check_features(X, n_rows):
-    try:
-        X = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidDataError(f"features are not numeric ({exc})") from None
-    if X.ndim != 2 or X.shape[0] != n_rows:
+    X = np.asarray(check_features(X, "features"), dtype=np.float64)
+    if X.shape[0] != n_rows:
         raise InvalidDataError(f"features must have shape ({n_rows}, d) to match the labels, got {X.shape}")
-    bad = ~np.isfinite(X).all(axis=1)
-    if bad.any():
-        raise InvalidDataError(f"features hold NaN or infinite values (first at row {int(np.argmax(bad))})")
     return X
 
 
@@ -375,9 +363,7 @@ def remove_true_label(S, y, nu, random_state=None):
     >>> S.astype(int).tolist()
     [[0, 1, 0], [0, 1, 0]]
     """
-    S = np.array(S, dtype=bool)
-    if S.ndim != 2:
-        raise InvalidDataError(f"candidate bags must be a 2-d array, got shape {S.shape}")
+    S = check_bags(S).copy()
     y = _check_labels(y, S.shape[1])
     if y.size != S.shape[0]:
         raise InvalidDataError(f"{S.shape[0]} bags but {y.size} true labels (row counts differ)")

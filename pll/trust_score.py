@@ -9,28 +9,20 @@ option for every method.
 
 from __future__ import annotations
 
-import numbers
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import RejectPrediction
 from .neighbors import kneighbors, nearest_by_group
 from .neighbors.result import check_indices
+from .validation import check_params, check_X, class_positions
 
 FILTERS = ("none", "density", "uncertainty")
-
-
-def _as_rows(X, what):
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise InvalidDataError(f"{what}: features must be a 2-d array, got shape {X.shape}")
-    bad = ~np.isfinite(X).all(axis=1)
-    if bad.any():
-        raise InvalidDataError(f"{what}: row {int(np.argmax(bad))} holds NaN or infinite values")
-    return X
 
 
 def _codes(values, classes, what):
@@ -38,12 +30,7 @@ def _codes(values, classes, what):
     values = np.asarray(values)
     if values.ndim != 1:
         raise InvalidDataError(f"{what} must be a 1-d array, got shape {values.shape}")
-    codes = np.minimum(np.searchsorted(classes, values), classes.size - 1)
-    unknown = classes[codes] != values
-    if unknown.any():
-        row = int(np.argmax(unknown))
-        raise InvalidDataError(f"{what}: row {row} holds {values[row].item()!r}, not one of the classes {classes.tolist()}")
-    return codes.astype(np.int64)
+    return class_positions(values, classes, what)
 
 
 def _cross_class_duplicates(X, codes):
@@ -132,6 +119,25 @@ class TrustScore(BaseEstimator):
     (array([10.,  9.,  9., 10.]), array([1, 1, 0, 0]))
     """
 
+    _expected_failed_checks = {
+        "check_fit_score_takes_y": (
+            "fit(X, labels) takes a method's disambiguation, score(X, predicted) the predictions to score "
+            "(one trust score per row), not targets y"
+        ),
+        "check_n_features_in_after_fitting": (
+            "it calls score(X, y=...) by keyword, and score's second argument is predicted"
+        ),
+    }
+    """scikit-learn checks this estimator fails, and why (``tests/test_estimator_checks.py`` runs them)."""
+    _parameter_constraints = {
+        "k": [Interval(Integral, 1, None, closed="left")],
+        "alpha": [Interval(Real, 0.0, 1.0, closed="left")],
+        "filtering": [StrOptions(dict.fromkeys(FILTERS).keys())],  # ordered in the message
+        "min_dist": [Interval(Real, 0.0, None, closed="left")],
+        "knn": [str],
+        "knn_params": [dict, None],
+    }
+
     def __init__(self, k=10, *, alpha=0.0, filtering="none", min_dist=1e-12, knn="exact", knn_params=None):
         self.k = k
         self.alpha = alpha
@@ -139,18 +145,6 @@ class TrustScore(BaseEstimator):
         self.min_dist = min_dist
         self.knn = knn
         self.knn_params = knn_params
-
-    def _validate_params(self):
-        if not isinstance(self.k, numbers.Integral) or isinstance(self.k, bool) or self.k < 1:
-            raise InvalidParameterError(f"TrustScore: k must be a positive integer, got {self.k!r}")
-        if not isinstance(self.alpha, numbers.Real) or not 0.0 <= self.alpha < 1.0:
-            raise InvalidParameterError(f"TrustScore: alpha must lie in [0, 1), got {self.alpha!r}")
-        if self.filtering not in FILTERS:
-            raise InvalidParameterError(
-                f"TrustScore: filtering must be one of {', '.join(FILTERS)}, got {self.filtering!r}"
-            )
-        if not isinstance(self.min_dist, numbers.Real) or not self.min_dist >= 0.0:
-            raise InvalidParameterError(f"TrustScore: min_dist must be >= 0, got {self.min_dist!r}")
 
     def _nearest(self, X_set, X_query, k=1):
         """Distances to the ``k`` nearest rows of ``X_set`` (``X_query=None``: its own rows, self excluded)."""
@@ -175,17 +169,16 @@ class TrustScore(BaseEstimator):
         -------
         self
         """
-        self._validate_params()
-        X = _as_rows(X, "TrustScore.fit")
+        check_params(self)
+        X = check_X(self, X, reset=True)
         labels = np.asarray(labels)
         if labels.shape != (X.shape[0],):
             raise InvalidDataError(f"TrustScore.fit: {X.shape[0]} rows but labels of shape {labels.shape}")
-        if X.shape[0] == 0:
-            raise InvalidDataError("TrustScore.fit: no training rows")
         self.classes_ = np.unique(labels if classes is None else np.asarray(classes))
         if self.classes_.size < 2:
             raise InvalidDataError(
-                f"TrustScore.fit: a trust score compares classes, but only {self.classes_.tolist()} were given"
+                f"TrustScore.fit: a trust score compares classes, but only {self.classes_.size} class(es) "
+                f"were given: {self.classes_.tolist()}"
             )
         self.labels_ = _codes(labels, self.classes_, "TrustScore.fit labels")
         self.X_ = X
@@ -255,16 +248,8 @@ class TrustScore(BaseEstimator):
             ``+inf`` for classes with an empty set.
         """
         self._check_fitted()
-        X = self._check_queries(X)
-        if X.shape[0] == 0:
-            return np.empty((0, self.classes_.size))
-        return self._nearest_sets(X)
-
-    def _check_queries(self, X):
-        X = _as_rows(X, "TrustScore query rows")
-        if X.shape[1] != self.X_.shape[1]:
-            raise InvalidDataError(f"query rows have {X.shape[1]} features but the training rows {self.X_.shape[1]}")
-        return X
+        X = check_X(self, X, reset=False, allow_empty=True)
+        return self._nearest_sets(X) if X.shape[0] else np.empty((0, self.classes_.size))
 
     def training_distances(self):
         """:meth:`distances` of the training rows, each excluded from its own class set by index.
@@ -336,7 +321,7 @@ class TrustScore(BaseEstimator):
             D = self.distances(X)
             return self._ratio(D, _codes(predicted, self.classes_, "predicted labels"), return_closest)
         self._check_fitted()
-        X = self._check_queries(X)
+        X = check_X(self, X, reset=False, allow_empty=True)
         codes = _codes(predicted, self.classes_, "predicted labels")
         if codes.size != X.shape[0]:
             raise InvalidDataError(f"{codes.size} predicted labels for {X.shape[0]} rows")

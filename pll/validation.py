@@ -35,12 +35,13 @@ def _is_sparse(X):
     return sparse is not None and sparse.issparse(X)
 
 
-def check_features(X, what, *, where=at_row):
+def check_features(X, what, *, where=at_row, allow_empty=False):
     """``X`` as a finite, C-contiguous 2-d float array, or an :class:`InvalidDataError` naming the first bad row.
 
     ``what`` starts every message (e.g. ``"query rows"`` or a file name);
     ``where(row)`` names a 0-based row (a text file's loader also names its line).
-    A float32 array stays float32; other numbers become float64.
+    A float32 array stays float32; other numbers become float64.  No rows is
+    an error unless ``allow_empty``.
     """
     if _is_sparse(X):
         raise InvalidDataError(f"{what}: sparse input is not supported; pass a dense array (X.toarray())")
@@ -57,10 +58,10 @@ def check_features(X, what, *, where=at_row):
     if X.ndim != 2:
         hint = ". Reshape your data: X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row" if X.ndim == 1 else ""
         raise InvalidDataError(f"{what}: features must be a 2-d array, got shape {X.shape}{hint}")
-    if X.shape[0] == 0:
+    if X.shape[0] == 0 and not allow_empty:
         raise InvalidDataError(f"{what}: no rows (shape={X.shape})")
     if X.shape[1] == 0:
-        raise InvalidDataError(f"{what}: found 0 feature(s) (shape={X.shape}) while a minimum of 1 is required")
+        raise InvalidDataError(f"{what}: found 0 feature(s) (shape={X.shape}) while a minimum of 1 is required (no columns)")
     bad = ~np.isfinite(X).all(axis=1)
     if bad.any():
         row = int(np.argmax(bad))
@@ -182,10 +183,14 @@ def encode_bags(S, n_rows, classes=None, *, what="candidate sets", unknown="erro
     bags : bool ndarray of shape (n_rows, l)
     classes : ndarray of shape (l,)
     """
+    if S is None:
+        raise InvalidDataError(f"no {what}: fit requires y to be passed, but the target y is None")
     if _is_sparse(S):
         S = S.toarray()
     sets = _label_sets(S)
-    if sets is None and np.ndim(S) == 2:
+    if sets is None:
+        S = np.asarray(S)
+    if sets is None and S.ndim == 2:
         bags = check_bags(S, n_rows, what=what)
         if classes is None:
             return bags, np.arange(bags.shape[1])
@@ -193,7 +198,7 @@ def encode_bags(S, n_rows, classes=None, *, what="candidate sets", unknown="erro
             raise InvalidDataError(f"{what} have {bags.shape[1]} classes, the model {len(classes)}")
         return bags, classes
     if sets is None:
-        y = np.asarray(S)
+        y = S
         if y.ndim != 1:
             raise InvalidDataError(
                 f"{what} must be a 2-d matrix, a sequence of label sets or 1-d labels, got shape {y.shape}"
@@ -202,20 +207,35 @@ def encode_bags(S, n_rows, classes=None, *, what="candidate sets", unknown="erro
         sets = [(label,) for label in y.tolist()]
     if len(sets) != n_rows:
         raise InvalidDataError(f"{n_rows} feature rows but {len(sets)} {what} (row counts differ)")
+    rows = np.repeat(np.arange(n_rows), [len(labels) for labels in sets])
+    flat = [label for labels in sets for label in labels]
     if classes is None:
-        classes = _sorted_classes([label for labels in sets for label in labels], what)
+        classes = _sorted_classes(flat, what)
         if classes.size == 0:
             raise InvalidDataError(f"{what}: no labels at all")
-    column = {label: j for j, label in enumerate(np.asarray(classes).tolist())}
-    bags = np.zeros((n_rows, len(column)), dtype=bool)
-    for i, labels in enumerate(sets):
-        for label in labels:
-            j = column.get(label)
-            if j is None and unknown == "error":
-                raise InvalidDataError(f"{what}: label {label!r} at row {i} is not one of the classes {list(column)}")
-            if j is not None:
-                bags[i, j] = True
+    cols = class_positions(flat, classes, what, unknown=unknown, rows=rows)
+    bags = np.zeros((n_rows, len(classes)), dtype=bool)
+    known = cols >= 0
+    bags[rows[known], cols[known]] = True
     return bags, classes
+
+
+def class_positions(labels, classes, what, *, unknown="error", rows=None):
+    """Position of each label in ``classes`` (int64); an error names the first unknown label's row.
+
+    ``unknown="ignore"`` gives -1 for labels outside ``classes``; ``rows``
+    gives the row of each label when it is not its position.
+    """
+    column = {label: j for j, label in enumerate(np.asarray(classes).tolist())}
+    labels = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+    cols = np.fromiter((column.get(label, -1) for label in labels), dtype=np.int64, count=len(labels))
+    if unknown == "error" and (cols < 0).any():
+        i = int(np.argmax(cols < 0))
+        raise InvalidDataError(
+            f"{what}: row {i if rows is None else int(rows[i])} holds {labels[i]!r}, "
+            f"not one of the classes {list(column)}"
+        )
+    return cols
 
 
 # --- Estimators: parameters and feature matrices ------------------------------------------------
@@ -255,18 +275,19 @@ def check_params(estimator):
             raise InvalidParameterError(f"{name}: {exc}") from None
 
 
-def check_X(estimator, X, *, reset):
+def check_X(estimator, X, *, reset, allow_empty=False):
     """Features for ``estimator`` as :func:`check_features` returns them, with scikit-learn's bookkeeping.
 
     ``reset=True`` (in ``fit``) sets ``n_features_in_`` and, for a data frame,
-    ``feature_names_in_``; ``reset=False`` checks ``X`` against them.
+    ``feature_names_in_``; ``reset=False`` checks ``X`` against them.  The
+    estimators compute in float64, so that is what comes back.
     """
     from sklearn.utils.validation import validate_data
 
     name = type(estimator).__name__
-    Xa = check_features(X, f"{name}: {'training' if reset else 'query'} rows")
+    Xa = check_features(X, f"{name}: {'training' if reset else 'query'} rows", allow_empty=allow_empty)
     try:
         validate_data(estimator, X, skip_check_array=True, reset=reset)
     except ValueError as exc:  # scikit-learn's feature name and count checks, made one line
         raise InvalidDataError(" ".join(str(exc).split())) from None
-    return Xa
+    return np.asarray(Xa, dtype=np.float64)

@@ -36,7 +36,7 @@ def test_fingerprint_changes_with_content():
 
 def test_validation_errors_name_the_source_and_row():
     X, S, y = np.zeros((3, 2)), np.eye(3, dtype=bool), np.arange(3)
-    with pytest.raises(InvalidDataError, match=r"data\.csv: 1 feature value\(s\) are NaN or infinite \(first at row 2, feature 1\)"):
+    with pytest.raises(InvalidDataError, match=r"data\.csv: 1 row\(s\) have a feature that is NaN or infinite \(first at row 2, feature 1\)"):
         PartialLabelDataset(np.array([[0, 0], [0, 0], [0, np.inf]]), S, y, list("abc"), "d", info={"source": "data.csv"})
     with pytest.raises(InvalidDataError, match=r"d: candidate bags must hold only 0/1 values \(found 2 at row 1, class column 0\)"):
         PartialLabelDataset(X, [[1, 0, 0], [2, 0, 0], [0, 0, 1]], y, list("abc"), "d")

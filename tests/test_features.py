@@ -100,18 +100,19 @@ def test_preprocessor_follows_scikit_learn_conventions_and_validates_in_fit():
         pre.transform(np.zeros((2, 3)))
     X = np.random.default_rng(0).normal(size=(20, 3))
     bad = [
-        (PlAknnPreprocessor("audio"), InvalidParameterError, "variant must be one of real-world, vision"),
-        (PlAknnPreprocessor(alpha=2.0), InvalidParameterError, "alpha must be in"),
-        (PlAknnPreprocessor(smooth_k=0), InvalidParameterError, "smooth_k must be a positive integer"),
+        (PlAknnPreprocessor("audio"), InvalidParameterError, "'variant' parameter of PlAknnPreprocessor must be a str among {'real-world', 'vision'}"),
+        (PlAknnPreprocessor(alpha=2.0), InvalidParameterError, r"'alpha' parameter of PlAknnPreprocessor must be a float in the range \[0.0, 1.0\] or None"),
+        (PlAknnPreprocessor(smooth_k=0), InvalidParameterError, "'smooth_k' parameter of PlAknnPreprocessor must be an int in the range"),
+        (PlAknnPreprocessor(density_k=True), InvalidParameterError, "'density_k' parameter of PlAknnPreprocessor must not be a bool"),
         (PlAknnPreprocessor(knn="nope"), InvalidParameterError, "unknown kNN backend 'nope'"),
         (PlAknnPreprocessor(knn_params={"bogus": 1}), PllError, "bogus"),
     ]
     for estimator, error, message in bad:
         with pytest.raises(error, match=message):
             estimator.fit(X)
-    with pytest.raises(InvalidDataError, match="NaN or infinite values \\(first at row 1\\)"):
+    with pytest.raises(InvalidDataError, match="NaN or infinite \\(first at row 1, feature 0\\)"):
         PlAknnPreprocessor().fit(np.array([[0.0, 1.0], [np.nan, 1.0], [1.0, 2.0]]))
-    with pytest.raises(InvalidDataError, match="fitted on 3 features, got 2"):
+    with pytest.raises(InvalidDataError, match="X has 2 features, but PlAknnPreprocessor is expecting 3 features as input"):
         PlAknnPreprocessor().fit(X).transform(X[:, :2])
     with pytest.raises(InvalidDataError, match="at least 2 training rows"):
         PlAknnPreprocessor().fit(X[:1])

@@ -220,7 +220,7 @@ def test_empty_bags_carry_no_evidence():
         (dict(max_neighbors=0), "neighbors"),
         (dict(c1=0), "c1"),
         (dict(delta=1.0), "delta"),
-        (dict(max_neighbors=10), "max_neighbors=10 needs more than 10 training rows, got 10"),
+        (dict(max_neighbors=10), "max_neighbors=10 needs at least 11 training rows, got n_samples=10"),
     ],
 )
 def test_bad_parameters_raise_typed_errors(params, match):

@@ -174,7 +174,8 @@ def test_works_with_a_scikit_learn_classifier_and_string_labels():
 @pytest.mark.parametrize(
     "params, match",
     [
-        (dict(k=0), "k must be"),
+        (dict(k=0), "'k' parameter of TrustScore must be an int in the range"),
+        (dict(k=True), "'k' parameter of TrustScore must not be a bool"),
         (dict(alpha=1.0), "alpha"),
         (dict(filtering="knn"), "filtering"),
         (dict(min_dist=-1.0), "min_dist"),
@@ -191,7 +192,7 @@ def test_bad_input_names_rows():
         ts.score(np.zeros((2, 1)), [0, 7])
     with pytest.raises(InvalidDataError, match="2 predicted labels for 3 rows"):
         ts.score(np.zeros((3, 1)), [0, 1])
-    with pytest.raises(InvalidDataError, match="row 2 holds NaN"):
+    with pytest.raises(InvalidDataError, match=r"1 row\(s\) have a feature that is NaN or infinite \(first at row 2"):
         ts.score(np.array([[0.0], [1.0], [np.nan]]), [0, 1, 1])
     with pytest.raises(InvalidDataError, match="features"):
         ts.score(np.zeros((1, 2)), [0])

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidDataError
+from ..validation import at_row, check_bags, check_class_indices, check_features
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,11 +141,6 @@ class PartialLabelDataset:
         return out
 
 
-def at_row(row) -> str:
-    """How an error names a row of an array, a table or a binary file: its 0-based position."""
-    return f"row {row}"
-
-
 def at_line(line, row) -> str:
     """How an error names a row of a text file: the 1-based line it starts on, as an editor shows it, and its row."""
     return f"line {line}, {at_row(row)}"
@@ -166,41 +162,9 @@ def validate_arrays(
     ``where(row)`` names a 0-based row in messages (default :func:`at_row`); a
     loader of a text file passes one that also names the line (:func:`at_line`).
     """
-    try:
-        X = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidDataError(f"{source}: features are not numeric ({exc})") from None
-    if X.ndim != 2:
-        raise InvalidDataError(f"{source}: features must be a 2-d array, got shape {X.shape}")
+    X = np.asarray(check_features(X, source, where=where), dtype=np.float64)
     n = X.shape[0]
-    if n == 0:
-        raise InvalidDataError(f"{source}: the data set has no rows")
-    bad = ~np.isfinite(X)
-    if bad.any():
-        row, col = np.argwhere(bad)[0]
-        raise InvalidDataError(
-            f"{source}: {int(bad.sum())} feature value(s) are NaN or infinite "
-            f"(first at {where(row)}, feature {col})"
-        )
-    S = np.asarray(S)
-    if S.ndim != 2:
-        raise InvalidDataError(f"{source}: candidate bags must be a 2-d array, got shape {S.shape}")
-    if S.shape[0] != n:
-        raise InvalidDataError(
-            f"{source}: {n} feature rows but {S.shape[0]} candidate bags (row counts differ)"
-        )
-    if S.dtype != bool:
-        try:
-            not01 = ~np.isin(S, (0, 1))
-        except TypeError:
-            raise InvalidDataError(f"{source}: candidate bags must hold only 0/1 values") from None
-        if not01.any():
-            row, col = np.argwhere(not01)[0]
-            raise InvalidDataError(
-                f"{source}: candidate bags must hold only 0/1 values "
-                f"(found {S[row, col].item()!r} at {where(row)}, class column {col})"
-            )
-        S = S.astype(bool)
+    S = check_bags(S, n, source=source, where=where)
     classes = np.asarray(classes)
     if classes.ndim != 1 or classes.shape[0] != S.shape[1]:
         raise InvalidDataError(
@@ -222,15 +186,7 @@ def validate_arrays(
         y = np.asarray(y)
         if y.shape != (n,):
             raise InvalidDataError(f"{source}: {n} rows but {y.size} true labels (row counts differ)")
-        if not np.issubdtype(y.dtype, np.integer):
-            raise InvalidDataError(f"{source}: true labels must be class indices (integers)")
-        y = y.astype(np.int64)
-        out = (y < 0) | (y >= S.shape[1])
-        if out.any():
-            raise InvalidDataError(
-                f"{source}: true label {int(y[out][0])} at {where(int(np.argmax(out)))} "
-                f"is not a class index in [0, {S.shape[1]})"
-            )
+        y = check_class_indices(y, S.shape[1], source=source, where=where)
         outside = ~S[np.arange(n), y]
         if outside.any() and not allow_true_label_outside:
             raise InvalidDataError(

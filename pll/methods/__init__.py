@@ -1,7 +1,7 @@
 """The partial-label methods, each a scikit-learn style estimator."""
 
 from ..errors import InvalidParameterError
-from .base import NeighborMethod, RejectPrediction
+from .base import NeighborMethod, RejectPrediction, predict_with_reject
 from .dst_pll import DstPll
 from .pl_aknn import PlAknn
 from .pl_knn import PlKnn
@@ -24,4 +24,13 @@ def make_method(name, params=None, random_state=None):
     return cls(**params, random_state=random_state)
 
 
-__all__ = ["METHODS", "DstPll", "NeighborMethod", "PlAknn", "PlKnn", "RejectPrediction", "make_method"]
+__all__ = [
+    "METHODS",
+    "DstPll",
+    "NeighborMethod",
+    "PlAknn",
+    "PlKnn",
+    "RejectPrediction",
+    "make_method",
+    "predict_with_reject",
+]

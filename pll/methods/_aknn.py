@@ -13,7 +13,7 @@ kernel's arithmetic is integer apart from look-ups and the final score.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from ..neighbors.result import check_indices
 
@@ -66,11 +66,25 @@ def eliminate(indices, bags, candidates, leads, m_table, scale):
     return labels, score, guess
 
 
+def _read(dtype, ndim):
+    """A C-contiguous array the kernel only reads: readonly arrays (a memory-mapped model) pass too."""
+    return types.Array(dtype, ndim, "C", readonly=True)
+
+
 # Explicit types compile the kernel on import, not on a first call inside concurrent task threads
 # (see pll/neighbors/screening.py).
 @njit(
-    "void(int64[:, ::1], uint8[:, ::1], boolean[:, ::1], int64[::1], float64[:, ::1], float64,"
-    " int64[::1], float64[::1], boolean[::1])",
+    types.void(
+        _read(types.int64, 2),
+        _read(types.uint8, 2),
+        _read(types.boolean, 2),
+        _read(types.int64, 1),
+        _read(types.float64, 2),
+        types.float64,
+        types.int64[::1],
+        types.float64[::1],
+        types.boolean[::1],
+    ),
     cache=True,
     nogil=True,
 )

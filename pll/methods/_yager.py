@@ -17,7 +17,7 @@ float64 for ``k <= 52``, so there is no pruning and no rounding.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from ..neighbors.result import check_indices
 
@@ -155,9 +155,17 @@ def _lowest_label(x, word):
 
 
 # Explicit types compile the kernel on import, not on a first call inside concurrent task threads
-# (see pll/neighbors/screening.py).
+# (see pll/neighbors/screening.py); the inputs are typed readonly, so that readonly arrays (a
+# memory-mapped model) pass too.
 @njit(
-    "void(int64[:, ::1], uint64[:, ::1], uint64[:, ::1], float64[:, ::1], float64[:, ::1], boolean[:, ::1])",
+    types.void(
+        types.Array(types.int64, 2, "C", readonly=True),
+        types.Array(types.uint64, 2, "C", readonly=True),
+        types.Array(types.uint64, 2, "C", readonly=True),
+        types.float64[:, ::1],
+        types.float64[:, ::1],
+        types.boolean[:, ::1],
+    ),
     cache=True,
     nogil=True,
 )

@@ -1,15 +1,19 @@
-"""What every partial-label method shares: the prediction type and neighbor plumbing."""
+"""What every partial-label method shares: the prediction type, the scikit-learn interface and neighbor plumbing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.pipeline import Pipeline
+from sklearn.utils._param_validation import Interval
 
-from ..errors import InvalidDataError, InvalidParameterError, NotFittedError
-from ..neighbors import NeighborResult, kneighbors
+from ..errors import InvalidParameterError, NotFittedError
+from ..neighbors import kneighbors
 from ..progress import blocks, track
+from ..validation import check_params, check_X, encode_bags
 
 # Rows per block are chosen so that a block's (rows, k, l) work arrays stay near this size.
 BLOCK_BYTES = 32 * 2**20
@@ -26,8 +30,10 @@ class RejectPrediction:
 
     Attributes
     ----------
-    labels : ndarray of shape (n,), int64
-        Predicted class index of every row (also for rejected rows).
+    labels : ndarray of shape (n,)
+        Predicted class of every row (also for rejected rows): a value of the
+        estimator's ``classes_``, i.e. the class index when it was fitted on a
+        0/1 matrix.
     accept : ndarray of shape (n,), bool
         False where the method abstains.
     score : ndarray of shape (n,), float64
@@ -73,58 +79,129 @@ class RejectPrediction:
         return pd.DataFrame(cols)
 
 
-def check_bags(S, n_rows=None, what="candidate bags"):
-    """Validate a candidate matrix; empty bags are allowed (they carry no evidence)."""
-    S = np.asarray(S)
-    if S.ndim != 2:
-        raise InvalidDataError(f"{what} must be a 2-d array, got shape {S.shape}")
-    if n_rows is not None and S.shape[0] != n_rows:
-        raise InvalidDataError(f"{n_rows} feature rows but {S.shape[0]} {what} (row counts differ)")
-    if S.dtype != bool:
-        if not np.isin(S, (0, 1)).all():
-            raise InvalidDataError(f"{what} must hold only 0/1 values")
-        S = S.astype(bool)
-    return S
+def in_candidates(classes, labels, S):
+    """Whether each predicted label lies in its row's candidate set, bool of shape (n,).
+
+    ``labels`` are values of ``classes`` (a fitted ``classes_``); ``S`` takes any
+    form ``fit`` takes (with 1-d ``y``, "in the set" is "equal to the label").
+    A label the model does not know is in no set, so an empty set is never hit.
+    """
+    labels = np.asarray(labels)
+    bags, _ = encode_bags(S, labels.size, classes, unknown="ignore")
+    return bags[np.arange(labels.size), np.searchsorted(classes, labels)]
 
 
-class NeighborMethod(BaseEstimator):
-    """Base of the kNN-based partial-label methods.
+def predict_with_reject(estimator, X, **params):
+    """``estimator.predict_with_reject(X, **params)``, also through a :class:`~sklearn.pipeline.Pipeline`.
 
-    Subclasses set :meth:`_n_neighbors_needed` and implement
-    :meth:`_predict_block`, which turns neighbor indices and distances of a
-    block of queries (with their candidate sets ``s̃``) into predictions.
+    A pipeline whose last step is a pll method (e.g. ``make_pipeline(MinMaxScaler(),
+    pll.DstPll())``, or a grid search's ``best_estimator_``) transforms ``X`` with
+    its other steps, then asks the method.
+
+    Examples
+    --------
+    >>> import numpy as np, pll
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> pipe = make_pipeline(StandardScaler(), pll.PlKnn(n_neighbors=2))
+    >>> pipe = pipe.fit([[0.0], [1.0], [9.0], [10.0]], [{"a", "b"}, {"a"}, {"c"}, {"b", "c"}])
+    >>> predict_with_reject(pipe, [[0.5], [9.5]]).labels
+    array(['a', 'c'], dtype='<U1')
+    """
+    while isinstance(estimator, Pipeline):
+        if len(estimator) > 1:
+            X = estimator[:-1].transform(X)
+        estimator = estimator[-1]
+    return estimator.predict_with_reject(X, **params)
+
+
+class NeighborMethod(ClassifierMixin, BaseEstimator):
+    """Base of the kNN-based partial-label methods: a scikit-learn classifier whose targets are candidate sets.
+
+    ``fit(X, S)`` takes the candidate sets ``S`` as a 0/1 or bool matrix of
+    shape (n, l) (dense or scipy sparse; column ``j`` is class ``j``, so
+    ``classes_`` is ``arange(l)`` and predictions are class indices), as a
+    sequence of label sets (one ``set`` of hashable labels per row), or as 1-d
+    labels ``y`` (one candidate per row).  ``classes_`` holds the sorted labels
+    and :meth:`predict` returns them.  Parameters are checked at ``fit``
+    against ``_parameter_constraints``; so are ``X`` (finite, 2-d) and ``S``.
+
+    * :meth:`predict_with_reject` is the method's own reject option;
+      :func:`predict_with_reject` reaches it through a pipeline.
+    * :meth:`decision_function` is the reject score (one value per row,
+      higher = more certain; the method accepts where it exceeds ``threshold``).
+    * :meth:`score` is the partial-label accuracy: the share of rows whose
+      prediction lies in their candidate set (accuracy, for 1-d ``y``);
+      :func:`pll.evaluation.make_risk_scorer` scores the reject option.
+    * ``random_state=None`` means seed 0: results are reproducible, unlike
+      scikit-learn's fresh randomness for None.  A draw among tied labels is
+      keyed by (seed, row position), so a tied row may get another label when
+      predicted in another batch or order.
+
+    Subclasses name the parameter that counts neighbors (``_k_param``) and
+    implement :meth:`_predict_block`, which turns neighbor indices and
+    distances of a block of queries (with their candidate sets ``s̃``) into
+    predictions (class indices).
     """
 
+    _k_param = "n_neighbors"
     _query_stream = 1
     _train_stream = 2
+    _expected_failed_checks = {
+        "check_fit_score_takes_y": "fit(X, S) and score(X, S) take candidate sets S, not labels y",
+        "check_n_features_in_after_fitting": (
+            "it calls score(X, y=...) by keyword, and score's second argument is S; predict, "
+            "decision_function and predict_proba pass it before it reaches score"
+        ),
+        "check_supervised_y_2d": "a 2-d S is a candidate matrix (a column per class), not a column of labels",
+        "check_classifiers_train": (
+            "decision_function is the reject score (how sure each prediction is), which the check reads as "
+            "class scores (their sign for two classes, their argmax for more)"
+        ),
+        "check_classifiers_classes": "decision_function is the reject score, which the check reads as class scores",
+    }
+    """scikit-learn checks this estimator fails, and why (``tests/test_estimator_checks.py`` runs them)."""
+    _parameter_constraints = {
+        "knn": [str],
+        "knn_params": [dict, None],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
+    }
 
     def _n_neighbors_needed(self):
-        raise NotImplementedError
+        return getattr(self, self._k_param)
 
-    def _validate_params(self):
-        k = self._n_neighbors_needed()
-        if not isinstance(k, (int, np.integer)) or k < 1:
-            raise InvalidParameterError(f"{type(self).__name__}: number of neighbors must be >= 1, got {k!r}")
+    def _min_training_rows(self):
+        """Training rows ``fit`` needs: the ``k`` neighbors of a new query."""
+        return self._n_neighbors_needed()
 
     def fit(self, X, S, neighbors=None):
-        """Store the training rows and bags (and their own neighbors, when precomputed).
+        """Store the training rows and candidate sets (and the rows' own neighbors, when precomputed).
 
         Parameters
         ----------
-        X : array of shape (n, d)
-        S : bool array of shape (n, l)
+        X : array-like of shape (n, d)
+        S : candidate sets of the n rows
+            A 0/1 or bool matrix of shape (n, l), dense or scipy sparse; a
+            sequence of n label sets; or 1-d labels of shape (n,).
         neighbors : NeighborResult, optional
             The training rows' own neighbors (``kneighbors(X, None, k)``).
+
+        Returns
+        -------
+        self
         """
-        self._validate_params()
-        X = np.asarray(X, dtype=np.float64)
-        self.S_train_ = check_bags(S, X.shape[0])
+        check_params(self)
+        X = check_X(self, X, reset=True)
+        self.S_train_, self.classes_ = encode_bags(S, X.shape[0])
+        k, needed = self._n_neighbors_needed(), self._min_training_rows()
+        if X.shape[0] < needed:
+            raise InvalidParameterError(
+                f"{type(self).__name__}: {self._k_param}={k} needs at least {needed} training rows, "
+                f"got n_samples={X.shape[0]}; lower {self._k_param} to at most {max(X.shape[0] - needed + k, 0)}"
+            )
         self.X_train_ = X
-        self.n_classes_ = self.S_train_.shape[1]
-        k = self._n_neighbors_needed()
-        self._train_neighbors = (
-            None if neighbors is None else neighbors.take(k, X.shape[0], self_excluded=True)
-        )
+        self.n_classes_ = len(self.classes_)
+        self._train_neighbors = None if neighbors is None else neighbors.take(k, X.shape[0], self_excluded=True)
         self._fit_derived()
         return self
 
@@ -136,7 +213,7 @@ class NeighborMethod(BaseEstimator):
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit first")
 
     def _knn_options(self):
-        return dict(getattr(self, "knn_params", None) or {})
+        return dict(self.knn_params or {})
 
     def _neighbors_for(self, X, neighbors):
         k = self._n_neighbors_needed()
@@ -149,35 +226,49 @@ class NeighborMethod(BaseEstimator):
         return kneighbors(self.X_train_, X, k, self.knn, **self._knn_options())
 
     def predict(self, X, neighbors=None):
-        """Predicted class index of every row."""
+        """Predicted class of every row: values of ``classes_``, shape (n,)."""
         return self.predict_with_reject(X, neighbors=neighbors).labels
+
+    def decision_function(self, X, neighbors=None):
+        """The reject score of every row, shape (n,): higher = more certain (see the method's docstring)."""
+        return self.predict_with_reject(X, neighbors=neighbors).score
+
+    def score(self, X, S, sample_weight=None):
+        """Partial-label accuracy: the (weighted) share of rows whose prediction lies in their candidate set.
+
+        ``S`` takes any form :meth:`fit` takes; with 1-d labels this is the
+        accuracy.  Labels the model never saw are in no set.
+        """
+        return float(np.average(in_candidates(self.classes_, self.predict(X), S), weights=sample_weight))
 
     def predict_with_reject(self, X, neighbors=None, candidates=None):
         """Predictions with the method's reject option.
 
         Parameters
         ----------
-        X : array of shape (n, d)
+        X : array-like of shape (n, d)
         neighbors : NeighborResult, optional
             Precomputed neighbors of ``X`` among the training rows.
-        candidates : bool array of shape (n, l), optional
-            Each row's candidate set ``s̃``; the prediction stays inside it.
-            Default: all classes (an empty row also means all classes).
+        candidates : candidate sets of the n rows, optional
+            Each row's candidate set ``s̃`` (any form :meth:`fit` takes, over
+            ``classes_``); the prediction stays inside it.  Default: all
+            classes (an empty row also means all classes).
+
+        Returns
+        -------
+        RejectPrediction
+            ``labels`` are values of ``classes_``.
         """
         self._check_fitted()
-        X = np.asarray(X, dtype=np.float64)
+        X = check_X(self, X, reset=False)
         nb = self._neighbors_for(X, neighbors)
         n = nb.n_queries
         if candidates is None:
             cand = np.ones((n, self.n_classes_), dtype=bool)
         else:
-            cand = check_bags(candidates, n, "query candidate sets")
-            if cand.shape[1] != self.n_classes_:
-                raise InvalidDataError(
-                    f"query candidate sets have {cand.shape[1]} classes, the model {self.n_classes_}"
-                )
+            cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
             cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
-        return self._predict(nb, cand, self._query_stream, "predictions")
+        return self._labelled(self._predict(nb, cand, self._query_stream, "predictions"))
 
     def disambiguate(self):
         """Predictions for the training rows, each restricted to its own bag.
@@ -188,7 +279,11 @@ class NeighborMethod(BaseEstimator):
         self._check_fitted()
         nb = self._neighbors_for(None, None)
         cand = np.where(self.S_train_.any(axis=1, keepdims=True), self.S_train_, True)
-        return self._predict(nb, cand, self._train_stream, "disambiguation")
+        return self._labelled(self._predict(nb, cand, self._train_stream, "disambiguation"))
+
+    def _labelled(self, prediction):
+        """``prediction`` with its class indices replaced by the values of ``classes_``."""
+        return replace(prediction, labels=self.classes_[prediction.labels])
 
     def _predict(self, nb, cand, stream, what):
         out = None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from .._random import pick_among, seed_to_int
-from ..errors import InvalidParameterError
 from ._yager import MAX_EXACT_NEIGHBORS, combine, pack_bags
 from .base import NeighborMethod, RejectPrediction
 
@@ -61,25 +63,36 @@ class DstPll(NeighborMethod):
     Test rows have ``s̃ = Y``; :meth:`disambiguate` uses each training row's
     own bag (``Y`` when the bag is empty) and its neighbors other than itself.
 
+    It is a scikit-learn classifier over candidate sets (see
+    :class:`~pll.methods.NeighborMethod`): :meth:`decision_function` is ``Δ``,
+    :meth:`predict_proba` the plausibility transform.
+
     Parameters
     ----------
     n_neighbors : int, default=10
-        At most 52, so that every mass (a multiple of ``2^-k``) is exact.
+        At most 52, so that every mass (a multiple of ``2^-k``) is exact in float64.
     knn : str, default="exact"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
         precomputed neighbors are given.
     knn_params : dict, optional
         Options of the neighbor backend.
     random_state : int or None, default=None
-        Seed of the tie-breaking; draws are keyed by (seed, row).
+        Seed of the tie-breaking; draws are keyed by (seed, row).  None means
+        seed 0 (reproducible), not fresh randomness.
 
     Attributes
     ----------
+    classes_ : ndarray of shape (l,)
+        The class labels (``arange(l)`` when fitted on a 0/1 matrix).
     X_train_ : ndarray of shape (n, d)
     S_train_ : ndarray of shape (n, l), bool
+        The candidate sets over ``classes_``.
     bag_bits_ : ndarray of shape (n, ceil(l / 64)), uint64
         The training bags as bitsets.
     n_classes_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (d,)
+        Only when ``X`` was a data frame with string column names.
 
     Notes
     -----
@@ -103,6 +116,21 @@ class DstPll(NeighborMethod):
     """
 
     threshold = 0.0
+    _expected_failed_checks = {
+        **NeighborMethod._expected_failed_checks,
+        "check_decision_proba_consistency": "decision_function is Δ (the reject score), not a score of class 1",
+        "check_methods_subset_invariance": (
+            "masses are multiples of 2^-k, so beliefs tie often; the draw among tied labels is keyed by "
+            "the row's position, which differs between a batch and its subsets"
+        ),
+        "check_methods_sample_order_invariance": (
+            "beliefs tie often, and the draw among tied labels is keyed by the row's position"
+        ),
+    }
+    _parameter_constraints = {
+        **NeighborMethod._parameter_constraints,
+        "n_neighbors": [Interval(Integral, 1, MAX_EXACT_NEIGHBORS, closed="both")],
+    }
 
     def __init__(self, n_neighbors=10, *, knn="exact", knn_params=None, random_state=None):
         self.n_neighbors = n_neighbors
@@ -110,16 +138,17 @@ class DstPll(NeighborMethod):
         self.knn_params = knn_params
         self.random_state = random_state
 
-    def _n_neighbors_needed(self):
-        return self.n_neighbors
+    def predict_proba(self, X, neighbors=None):
+        """The plausibility transform of the combined evidence, shape (n, l), columns in ``classes_`` order.
 
-    def _validate_params(self):
-        super()._validate_params()
-        if self.n_neighbors > MAX_EXACT_NEIGHBORS:
-            raise InvalidParameterError(
-                f"DstPll: n_neighbors={self.n_neighbors} exceeds {MAX_EXACT_NEIGHBORS}, "
-                "beyond which the masses (multiples of 2^-k) are not exact in float64"
-            )
+        ``pl({y}) / Σ_c pl({c})`` (Cobb and Shenoy's probability of a belief
+        function): conflict and ignorance, whose mass Yager's rule leaves on
+        ``s̃``, raise every plausibility alike and flatten the row.  Its
+        largest entry need not be the prediction, which takes the largest
+        belief ``m̃({y})``.
+        """
+        plausibilities = self.predict_with_reject(X, neighbors=neighbors).plausibilities
+        return plausibilities / plausibilities.sum(axis=1, keepdims=True)
 
     def _fit_derived(self):
         self.bag_bits_ = pack_bags(self.S_train_)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
-from ..errors import InvalidParameterError
 from ._aknn import eliminate
 from .base import NeighborMethod, RejectPrediction
 
@@ -105,11 +106,21 @@ class PlAknn(NeighborMethod):
     random_state : int or None, default=None
         Accepted for a uniform interface; PL A-kNN makes no random choice.
 
+    It is a scikit-learn classifier over candidate sets (see
+    :class:`~pll.methods.NeighborMethod`): :meth:`decision_function` is the
+    score above.  It has no ``predict_proba``: it keeps no per-class score.
+
     Attributes
     ----------
+    classes_ : ndarray of shape (l,)
+        The class labels (``arange(l)`` when fitted on a 0/1 matrix).
     X_train_ : ndarray of shape (n, d)
     S_train_ : ndarray of shape (n, l), bool
+        The candidate sets over ``classes_``.
     n_classes_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (d,)
+        Only when ``X`` was a data frame with string column names.
     A_ : float
         ``c1·sqrt(log n + log(l/δ))``.
 
@@ -131,6 +142,13 @@ class PlAknn(NeighborMethod):
     """
 
     threshold = 0.0
+    _k_param = "max_neighbors"
+    _parameter_constraints = {
+        **NeighborMethod._parameter_constraints,
+        "max_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "c1": [Interval(Real, 0.0, None, closed="neither")],
+        "delta": [Interval(Real, 0.0, 1.0, closed="neither")],
+    }
 
     def __init__(self, max_neighbors=50, *, c1=0.5, delta=0.1, knn="exact", knn_params=None, random_state=None):
         self.max_neighbors = max_neighbors
@@ -140,32 +158,9 @@ class PlAknn(NeighborMethod):
         self.knn_params = knn_params
         self.random_state = random_state
 
-    def _n_neighbors_needed(self):
-        return self.max_neighbors
-
-    def _validate_params(self):
-        super()._validate_params()
-        if not (isinstance(self.c1, (int, float, np.number)) and self.c1 > 0):
-            raise InvalidParameterError(f"PlAknn: c1 must be a positive number, got {self.c1!r}")
-        if not (isinstance(self.delta, (int, float, np.number)) and 0 < self.delta < 1):
-            raise InvalidParameterError(f"PlAknn: delta must lie in (0, 1), got {self.delta!r}")
-
-    def fit(self, X, S, neighbors=None):
-        """Store the training rows and bags; see :meth:`NeighborMethod.fit`.
-
-        Raises
-        ------
-        InvalidParameterError
-            When there are not more training rows than ``max_neighbors``.
-        """
-        self._validate_params()
-        n_rows = np.shape(X)[0] if np.ndim(X) else 0
-        if n_rows <= self.max_neighbors:
-            raise InvalidParameterError(
-                f"PlAknn: max_neighbors={self.max_neighbors} needs more than {self.max_neighbors} training rows, "
-                f"got {n_rows}; lower max_neighbors to at most {max(n_rows - 1, 0)}"
-            )
-        return super().fit(X, S, neighbors)
+    def _min_training_rows(self):
+        """More than ``T``: every training row is disambiguated with ``T`` other rows (never fewer)."""
+        return self.max_neighbors + 1
 
     def _fit_derived(self):
         n, l = self.S_train_.shape

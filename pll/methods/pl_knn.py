@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from .._random import pick_among, seed_to_int
 from .base import NeighborMethod, RejectPrediction
@@ -24,6 +27,10 @@ class PlKnn(NeighborMethod):
     with the votes for labels outside its own bag dropped, from the winner
     and from the total alike.
 
+    It is a scikit-learn classifier over candidate sets (see
+    :class:`~pll.methods.NeighborMethod`): :meth:`decision_function` is the
+    winner's share, :meth:`predict_proba` every class's share.
+
     Parameters
     ----------
     n_neighbors : int, default=10
@@ -33,13 +40,20 @@ class PlKnn(NeighborMethod):
     knn_params : dict, optional
         Options of the neighbor backend.
     random_state : int or None, default=None
-        Seed of the tie-breaking; draws are keyed by (seed, row).
+        Seed of the tie-breaking; draws are keyed by (seed, row).  None means
+        seed 0 (reproducible), not fresh randomness.
 
     Attributes
     ----------
+    classes_ : ndarray of shape (l,)
+        The class labels (``arange(l)`` when fitted on a 0/1 matrix).
     X_train_ : ndarray of shape (n, d)
     S_train_ : ndarray of shape (n, l), bool
+        The candidate sets over ``classes_``.
     n_classes_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (d,)
+        Only when ``X`` was a data frame with string column names.
 
     Notes
     -----
@@ -55,6 +69,16 @@ class PlKnn(NeighborMethod):
     """
 
     threshold = 0.5
+    _expected_failed_checks = {
+        **NeighborMethod._expected_failed_checks,
+        "check_decision_proba_consistency": (
+            "decision_function is the winner's share (the reject score), not a score of class 1"
+        ),
+    }
+    _parameter_constraints = {
+        **NeighborMethod._parameter_constraints,
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(self, n_neighbors=10, *, knn="exact", knn_params=None, random_state=None):
         self.n_neighbors = n_neighbors
@@ -62,8 +86,14 @@ class PlKnn(NeighborMethod):
         self.knn_params = knn_params
         self.random_state = random_state
 
-    def _n_neighbors_needed(self):
-        return self.n_neighbors
+    def predict_proba(self, X, neighbors=None):
+        """Each class's share of the neighbors' votes, shape (n, l), columns in ``classes_`` order.
+
+        The shares the score is taken from; a row whose neighbors cast no vote
+        (their bags are all empty) gets ``1/l`` for every class.
+        """
+        shares = self.predict_with_reject(X, neighbors=neighbors).shares
+        return np.where(shares.sum(axis=1, keepdims=True) > 0.0, shares, 1.0 / self.n_classes_)
 
     def _predict_block(self, indices, distances, candidates, rows, stream):
         total = distances.sum(axis=1, keepdims=True)
