@@ -20,6 +20,8 @@ from prefect.settings import PREFECT_API_URL
 
 from pll.errors import InvalidParameterError, PllError
 
+from .server import check_configured_server
+
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DEPLOYMENTS_FILE = PROJECT_DIR / "deployments" / "prefect.yaml"
 SERVED_SUFFIX = "-served"
@@ -78,4 +80,5 @@ def serve_all(path=DEPLOYMENTS_FILE):
             "pll serve needs a running Prefect server: start one (prefect server start) and set PREFECT_API_URL, "
             "e.g. export PREFECT_API_URL=http://127.0.0.1:4200/api"
         )
+    check_configured_server(PREFECT_API_URL.value())
     serve(*to_runner_deployments(load_deployment_specs(path)))

@@ -18,6 +18,9 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from pll.errors import PllError
+from tasks.health import health_problem
+
 from . import lifeline
 
 
@@ -48,6 +51,20 @@ is set: Prefect's own default of 20 s is missed on a loaded two-core machine (6-
 
 class TemporaryServerError(RuntimeError):
     """Prefect's temporary server did not start."""
+
+
+class ServerUnreachableError(PllError):
+    """The Prefect server named by ``PREFECT_API_URL`` does not answer."""
+
+
+def check_configured_server(api_url):
+    """Raise :class:`ServerUnreachableError` unless the server at ``api_url`` answers its health check."""
+    problem = health_problem(api_url.rstrip("/") + "/health")
+    if problem:
+        raise ServerUnreachableError(
+            f"the Prefect server PREFECT_API_URL={api_url} {problem}; start it (prefect server start) "
+            "or unset PREFECT_API_URL to let pll start a temporary one"
+        )
 
 
 def _tied_server():
@@ -85,6 +102,7 @@ def temporary_server():
     )
 
     if PREFECT_API_URL.value():
+        check_configured_server(PREFECT_API_URL.value())
         yield None
         return
     home = Path(PREFECT_HOME.value())

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from pll.errors import TrackingStoreError
+from tasks.health import health_problem
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SQLITE_PREFIX = "sqlite:///"
-REACH_TIMEOUT_SECONDS = 5.0
-"""How long a tracking server may take to answer its health check."""
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
@@ -42,7 +39,7 @@ def check_tracking_uri(uri: str) -> None:
     A SQLite store must be an existing database file that can be written, or
     a new file in an existing folder where files can be created (probed
     with an unnamed temporary file); a tracking server must answer its
-    ``/health`` check within :data:`REACH_TIMEOUT_SECONDS`.  Other stores
+    ``/health`` check within :data:`~tasks.health.HEALTH_TIMEOUT_SECONDS`.  Other stores
     (databases, Databricks) are left to MLflow.
     """
     if uri.startswith(SQLITE_PREFIX):
@@ -76,14 +73,6 @@ def _check_sqlite(uri, path):
 
 
 def _check_server(uri):
-    url = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=REACH_TIMEOUT_SECONDS) as response:
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TrackingStoreError(f"tracking server {uri} cannot be reached ({reason})") from None
-    if status != 200:
-        raise TrackingStoreError(f"tracking server {uri} answered its health check with HTTP {status}")
+    problem = health_problem(uri.rstrip("/") + "/health")
+    if problem:
+        raise TrackingStoreError(f"tracking server {uri} {problem}")

@@ -199,3 +199,14 @@ def test_a_mat_file_with_other_variable_names_runs_when_they_are_named(tmp_path)
                "features=features,partial_labels=p_labels,labels=logitlabels", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "Correct means: true labels" in out.stdout and "| pl_knn" in out.stdout
+
+
+@pytest.mark.parametrize("argv", [["serve"], ["run", "--methods", "pl_knn"]])
+def test_a_prefect_server_that_does_not_answer_is_one_line(argv, tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/api"
+    out = _pll(*argv, cwd=tmp_path, env={"PREFECT_API_URL": url, "MLFLOW_TRACKING_URI": ""})
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [f"pll: error: the Prefect server PREFECT_API_URL={url} cannot be reached: "
+                                       "[Errno 111] Connection refused; start it (prefect server start) or unset "
+                                       "PREFECT_API_URL to let pll start a temporary one"]
+    assert list(tmp_path.iterdir()) == []
