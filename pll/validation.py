@@ -56,12 +56,14 @@ def check_features(X, what, *, where=at_row, allow_empty=False):
             raise
         raise NonNumericDataError(f"{what}: features are not numeric ({exc})") from None
     if X.ndim != 2:
-        hint = ". Reshape your data: X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row" if X.ndim == 1 else ""
+        hint = ". Reshape your data: X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row" * (X.ndim == 1)
         raise InvalidDataError(f"{what}: features must be a 2-d array, got shape {X.shape}{hint}")
     if X.shape[0] == 0 and not allow_empty:
         raise InvalidDataError(f"{what}: no rows (shape={X.shape})")
     if X.shape[1] == 0:
-        raise InvalidDataError(f"{what}: found 0 feature(s) (shape={X.shape}) while a minimum of 1 is required (no columns)")
+        raise InvalidDataError(
+            f"{what}: found 0 feature(s) (shape={X.shape}) while a minimum of 1 is required (no columns)"
+        )
     bad = ~np.isfinite(X).all(axis=1)
     if bad.any():
         row = int(np.argmax(bad))
@@ -96,9 +98,11 @@ def check_bags(S, n_rows=None, *, what="candidate bags", source=None, where=at_r
         not01 = np.ones(S.shape, dtype=bool)
     if not01.any():
         row, col = np.argwhere(not01)[0]
+        value = S[row, col]
         raise InvalidDataError(
             f"{_prefix(source)}{what} must hold only 0/1 values "
-            f"(found {S[row, col].item()!r} at {where(int(row))}, class column {col})"
+            f"(found {value.item() if isinstance(value, np.generic) else value!r} at {where(int(row))}, "
+            f"class column {col})"
         )
     return S.astype(bool)
 
@@ -141,11 +145,11 @@ def _sorted_classes(labels, what):
 
 def _check_labels(y, what):
     """1-d labels: numbers must be finite and discrete (scikit-learn's "Unknown label type" otherwise)."""
-    if y.dtype.kind in "fc":
+    if y.dtype.kind == "f":
         bad = ~np.isfinite(y)
         if bad.any():
             raise InvalidDataError(f"{what}: label {y[np.argmax(bad)]} at row {int(np.argmax(bad))} is NaN or infinite")
-        frac = y != np.round(y.real)
+        frac = y != np.round(y)
         if frac.any():
             raise InvalidDataError(
                 f"{what}: Unknown label type: continuous ({y[np.argmax(frac)]} at row {int(np.argmax(frac))}); "
@@ -190,21 +194,19 @@ def encode_bags(S, n_rows, classes=None, *, what="candidate sets", unknown="erro
     sets = _label_sets(S)
     if sets is None:
         S = np.asarray(S)
-    if sets is None and S.ndim == 2:
-        bags = check_bags(S, n_rows, what=what)
-        if classes is None:
-            return bags, np.arange(bags.shape[1])
-        if bags.shape[1] != len(classes):
-            raise InvalidDataError(f"{what} have {bags.shape[1]} classes, the model {len(classes)}")
-        return bags, classes
-    if sets is None:
-        y = S
-        if y.ndim != 1:
+        if S.ndim == 2:
+            bags = check_bags(S, n_rows, what=what)
+            if classes is None:
+                return bags, np.arange(bags.shape[1])
+            if bags.shape[1] != len(classes):
+                raise InvalidDataError(f"{what} have {bags.shape[1]} classes, the model {len(classes)}")
+            return bags, classes
+        if S.ndim != 1:
             raise InvalidDataError(
-                f"{what} must be a 2-d matrix, a sequence of label sets or 1-d labels, got shape {y.shape}"
+                f"{what} must be a 2-d matrix, a sequence of label sets or 1-d labels, got shape {S.shape}"
             )
-        _check_labels(y, what)
-        sets = [(label,) for label in y.tolist()]
+        _check_labels(S, what)
+        sets = [(label,) for label in S.tolist()]
     if len(sets) != n_rows:
         raise InvalidDataError(f"{n_rows} feature rows but {len(sets)} {what} (row counts differ)")
     rows = np.repeat(np.arange(n_rows), [len(labels) for labels in sets])
@@ -265,7 +267,9 @@ def check_params(estimator):
     for param, constraints in estimator._parameter_constraints.items():
         value = params.get(param)
         if _is_bool(value) and not any(c in ("boolean", bool) for c in constraints):
-            raise InvalidParameterError(f"The {param!r} parameter of {name} must not be a bool. Got {value!r} instead.")
+            raise InvalidParameterError(
+                f"The {param!r} parameter of {name} must not be a bool. Got {value!r} instead."
+            )
     if "knn" in params:
         from .neighbors.index import check_backend
 
