@@ -142,6 +142,8 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
     smoothed_ : ndarray of shape (n, d')
         The smoothed training rows (before the density transform).
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (d,)
+        Only when ``X`` was a data frame with string column names.
 
     Examples
     --------

@@ -107,6 +107,13 @@ class TrustScore(BaseEstimator):
         (density) or its own label's share among its neighbors (uncertainty);
         NaN for rows outside ``members``; None when nothing is filtered
         (``"none"`` or ``alpha=0``).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (d,)
+        Only when ``X`` was a data frame with string column names.
+
+    Parameters are checked at :meth:`fit` (``_parameter_constraints``), and
+    so are the rows (finite, 2-d).  :meth:`score` is not scikit-learn's
+    scalar score: it gives each prediction its trust score.
 
     Examples
     --------

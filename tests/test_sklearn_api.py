@@ -6,6 +6,8 @@ and bad input are refused at ``fit`` with one typed line.
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -269,6 +271,17 @@ def test_models_read_from_memory_maps_predict(tmp_path, data):
                 np.save(tmp_path / f"{name}.npy", value)
                 setattr(fitted, name, np.load(tmp_path / f"{name}.npy", mmap_mode="r"))
         np.testing.assert_array_equal(fitted.predict(Q), clone(method).fit(X, S).predict(Q))
+
+
+def test_models_pickled_before_classes_existed_still_predict_indices(data):
+    X, S, _, Q, _ = data
+    for method in METHODS:
+        fitted = clone(method).fit(X, S)
+        old = pickle.loads(pickle.dumps(fitted))
+        del old.classes_, old.n_features_in_  # what a model pickled by the earlier code holds
+        loaded = pickle.loads(pickle.dumps(old))
+        np.testing.assert_array_equal(loaded.predict(Q), fitted.predict(Q))
+        assert loaded.n_features_in_ == 3
 
 
 # ------------------------------------------------------------------ the shared checks themselves

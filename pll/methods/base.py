@@ -208,6 +208,16 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
     def _fit_derived(self):
         """Compute fitted state that follows from ``X_train_`` and ``S_train_`` (subclasses)."""
 
+    def __setstate__(self, state):
+        """A model pickled before ``classes_`` existed (always fitted on a 0/1 matrix) predicts indices, as it did."""
+        if "S_train_" in state and "classes_" not in state:
+            state = {
+                **state,
+                "classes_": np.arange(state["S_train_"].shape[1]),
+                "n_features_in_": state["X_train_"].shape[1],
+            }
+        super().__setstate__(state)
+
     def _check_fitted(self):
         if not hasattr(self, "S_train_"):
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit first")
