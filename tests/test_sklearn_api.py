@@ -138,6 +138,16 @@ def test_parameters_and_features_are_refused_at_fit(method, data):
         clone(method).fit(X[:3], S[:3])
 
 
+def test_make_method_refuses_bad_values_before_anything_runs():
+    from pll.methods import make_method
+
+    with pytest.raises(InvalidParameterError, match="'n_neighbors' parameter of PlKnn must not be a bool"):
+        make_method("pl_knn", {"n_neighbors": True})
+    with pytest.raises(InvalidParameterError, match="DstPll: unknown kNN backend 'faiss'"):
+        make_method("dst_pll", {"knn": "faiss"})
+    assert make_method("pl_aknn", {"max_neighbors": 7}, random_state=1).max_neighbors == 7
+
+
 def test_parameters_are_validated_once_by_scikit_learn_machinery(monkeypatch, data):
     import pll.methods.base as base
 

@@ -1,6 +1,7 @@
 """The partial-label methods, each a scikit-learn style estimator."""
 
 from ..errors import InvalidParameterError
+from ..validation import check_params
 from .base import NeighborMethod, RejectPrediction, predict_with_reject
 from .dst_pll import DstPll
 from .pl_aknn import PlAknn
@@ -10,7 +11,11 @@ METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn}
 
 
 def make_method(name, params=None, random_state=None):
-    """An unfitted estimator of the named method with ``params`` and a seed."""
+    """An unfitted estimator of the named method with ``params`` and a seed, its parameters checked as ``fit`` does.
+
+    So a grid or a command line refuses a bad value (``n_neighbors=0``, an
+    unknown ``knn``) before anything runs.
+    """
     try:
         cls = METHODS[name]
     except KeyError:
@@ -21,7 +26,9 @@ def make_method(name, params=None, random_state=None):
     unknown = set(params) - set(cls().get_params())
     if unknown:
         raise InvalidParameterError(f"method {name!r} has no parameter(s) {', '.join(sorted(unknown))}")
-    return cls(**params, random_state=random_state)
+    estimator = cls(**params, random_state=random_state)
+    check_params(estimator)
+    return estimator
 
 
 __all__ = [
