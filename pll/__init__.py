@@ -24,7 +24,9 @@ _PUBLIC = {
     "load_dataset": ".data",
     "neighbors": ".neighbors",
     "noise": ".noise",
+    "predict_with_reject": ".methods",
     "train_test_split": ".data",
+    "validation": ".validation",
 }
 __all__ = sorted(_PUBLIC)
 __getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC)
