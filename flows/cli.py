@@ -12,7 +12,7 @@ import flows  # noqa: F401  (sets Prefect's environment before Prefect is import
 from pll import catalog
 from pll.errors import PllError
 from pll.progress import Stopped
-from pll.neighbors.auto import AUTO_EXACT_MAX_ROWS, AUTO_WIDE_K, BACKENDS, DEFAULT_BACKEND
+from pll.neighbors.registry import BACKENDS, DEFAULT_BACKEND
 
 from .server import STARTUP_TIMEOUT_SECONDS, TemporaryServerError, temporary_server
 
@@ -115,14 +115,16 @@ _TRACKING_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlit
 
 def _add_data_arguments(parser):
     """The data set and its partial labels, as the pipeline and the training flow take them."""
-    parser.add_argument("--dataset", default="digits", help="built-in name or path (default: digits; see `pll datasets`)")
-    parser.add_argument("--protocol", default="none", choices=catalog.PROTOCOLS,
-                        help=f"data preparation: {_choices(catalog.PROTOCOLS)} (default: none)")
+    parser.add_argument("--dataset", default=catalog.DEFAULT_DATASET,
+                        help=f"built-in name or path (default: {catalog.DEFAULT_DATASET}; see `pll datasets`)")
+    parser.add_argument("--protocol", default=catalog.DEFAULT_PROTOCOL, choices=catalog.PROTOCOLS,
+                        help=f"data preparation: {_choices(catalog.PROTOCOLS)} (default: {catalog.DEFAULT_PROTOCOL})")
     parser.add_argument("--noisy-bags", action="store_true",
                         help="accept empty bags and true labels outside their bags (noisy partial labels)")
-    parser.add_argument("--noise", default="auto", choices=catalog.NOISE_CHOICES, metavar="NOISE",
+    parser.add_argument("--noise", default=catalog.DEFAULT_NOISE, choices=catalog.NOISE_CHOICES, metavar="NOISE",
                         help="partial-label noise added to the bags: auto (class_dependent for fully labelled "
-                        f"data, else none), none (bags as loaded), {_choices(catalog.NOISE_MODELS)} (default: auto)")
+                        f"data, else none), none (bags as loaded), {_choices(catalog.NOISE_MODELS)} "
+                        f"(default: {catalog.DEFAULT_NOISE})")
     parser.add_argument("--noise-params", type=_json_arg, default=None,
                         help='JSON parameters of the noise model, e.g. \'{"p": 0.5}\'')
     parser.add_argument("--mat-variables", type=_mat_variables, default=None, metavar="KEY=NAME,...",
@@ -135,10 +137,9 @@ def _add_data_arguments(parser):
 
 def _add_knn_arguments(parser):
     """The kNN backend of every neighbor search of a run: the methods', the features' and the trust score's."""
-    parser.add_argument("--knn-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
-                        help=f"kNN backend (default: {DEFAULT_BACKEND}: exact search up to "
-                        f"{AUTO_EXACT_MAX_ROWS:,} training rows, {2 * AUTO_EXACT_MAX_ROWS:,} for {AUTO_WIDE_K} "
-                        "or more neighbors, pynndescent beyond)")
+    parser.add_argument("--knn-backend", default=DEFAULT_BACKEND, choices=BACKENDS, metavar="BACKEND",
+                        help=f"kNN backend: {_choices({name: b.summary for name, b in BACKENDS.items()})} "
+                        f"(default: {DEFAULT_BACKEND})")
     parser.add_argument("--knn-options", type=_json_arg, default=None,
                         help='JSON options of the kNN backend, e.g. \'{"n_trees": 32}\' for nndescent')
 
@@ -159,8 +160,14 @@ def _command(sub, name, text):
 
 
 def _features_argument(parser):
-    parser.add_argument("--features", default="minmax", choices=catalog.FEATURE_PIPELINES, metavar="FEATURES",
-                        help=f"feature pipeline: {_choices(catalog.FEATURE_PIPELINES)} (default: minmax)")
+    parser.add_argument("--features", default=catalog.DEFAULT_FEATURES, choices=catalog.FEATURE_PIPELINES,
+                        metavar="FEATURES", help=f"feature pipeline: {_choices(catalog.FEATURE_PIPELINES)} "
+                        f"(default: {catalog.DEFAULT_FEATURES})")
+
+
+def _experiment_argument(parser):
+    parser.add_argument("--experiment", default=catalog.DEFAULT_EXPERIMENT,
+                        help=f"MLflow experiment name (default: {catalog.DEFAULT_EXPERIMENT})")
 
 
 def build_parser():
@@ -168,16 +175,17 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
     run = _command(sub, "run", "run the pipeline once and log it to MLflow")
     _add_data_arguments(run)
-    run.add_argument("--methods", type=_method_list, default=list(catalog.METHODS),
-                     help=f"comma-separated methods among: {_choices(catalog.METHODS)} (default: all)")
+    run.add_argument("--methods", type=_method_list, default=list(catalog.DEFAULT_METHODS),
+                     help=f"comma-separated methods among: {_choices(catalog.METHODS)} "
+                     f"(default: {','.join(catalog.DEFAULT_METHODS)})")
     run.add_argument("--method-params", type=_json_arg, default=None,
                      help='JSON per method, e.g. \'{"pl_knn": {"n_neighbors": 5}}\'')
     _features_argument(run)
     run.add_argument("--method-features", type=_json_arg, default=None,
-                     help='JSON method -> feature pipeline (default: \'{"pl_aknn": "pl_aknn_real"}\')')
+                     help=f"JSON method -> feature pipeline (default: '{json.dumps(dict(catalog.DEFAULT_METHOD_FEATURES))}')")
     _add_knn_arguments(run)
     run.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
-    run.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
+    _experiment_argument(run)
     run.add_argument("--dask-address", default=None, help=_DASK_HELP)
     bench = _command(sub, "benchmark", "run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
     bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
@@ -189,8 +197,8 @@ def build_parser():
     _command(sub, "datasets", "list the built-in data sets, file formats, noise models and feature pipelines")
     train = _command(sub, "train", "fit a method on all rows of a data set; log it as an MLflow model")
     _add_data_arguments(train)
-    train.add_argument("--method", default="pl_knn", choices=catalog.METHODS, metavar="METHOD",
-                       help=f"method to fit: {_choices(catalog.METHODS)} (default: pl_knn)")
+    train.add_argument("--method", default=catalog.DEFAULT_METHOD, choices=catalog.METHODS, metavar="METHOD",
+                       help=f"method to fit: {_choices(catalog.METHODS)} (default: {catalog.DEFAULT_METHOD})")
     train.add_argument("--method-params", type=_json_arg, default=None, help='JSON, e.g. \'{"n_neighbors": 5}\'')
     _features_argument(train)
     _add_knn_arguments(train)
@@ -198,13 +206,13 @@ def build_parser():
                        help="accept rows whose score exceeds this (default: the method's own reject rule)")
     train.add_argument("--register", default=None, metavar="NAME", help="also register the model under NAME")
     train.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
-    train.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
+    _experiment_argument(train)
     score = _command(sub, "score", "score a CSV/Parquet file with a logged model; write a review queue")
     score.add_argument("--model", required=True, help="MLflow model URI (models:/..., runs:/...)")
     score.add_argument("--input", required=True, help="CSV or Parquet file: feature columns, optional candidates")
     score.add_argument("--output", required=True, help="scored rows (.parquet); <stem>.review.parquet goes beside it")
     score.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
-    score.add_argument("--experiment", default="pll", help="MLflow experiment name (default: pll)")
+    _experiment_argument(score)
     return parser
 
 

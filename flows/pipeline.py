@@ -7,7 +7,8 @@ from prefect.context import FlowRunContext
 from prefect.futures import as_completed
 
 from flows import LOG_PRINTS
-from pll.experiment import DEFAULT_METHODS, check_run, make_split, plan_run, prediction_frames
+from pll import catalog
+from pll.experiment import check_run, make_split, plan_run, prediction_frames
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import metrics_table
 from tasks.caching import bounded
@@ -18,7 +19,7 @@ from tasks.methods import run_method
 from tasks.neighbors import find_neighbors, log_neighbors
 from tasks.noise import add_noise
 from tasks.progress import stop_stages
-from tasks.tracking import DEFAULT_EXPERIMENT, end_run, log_results, resolve_tracking_uri, start_run
+from tasks.tracking import end_run, log_results, resolve_tracking_uri, start_run
 from tasks.trust import trust_option
 
 
@@ -42,22 +43,22 @@ def _results(futures):
 
 @flow(name="pll-pipeline", log_prints=LOG_PRINTS)
 def pipeline(
-    dataset: str = "digits",
+    dataset: str = catalog.DEFAULT_DATASET,
     mat_variables: dict | None = None,
-    protocol: str = "none",
+    protocol: str = catalog.DEFAULT_PROTOCOL,
     noisy_bags: bool = False,
-    noise: str = "auto",
+    noise: str = catalog.DEFAULT_NOISE,
     noise_params: dict | None = None,
     seed: int = 0,
-    methods: list[str] = list(DEFAULT_METHODS),
+    methods: list[str] = list(catalog.DEFAULT_METHODS),
     method_params: dict[str, dict] | None = None,
-    features: str = "minmax",
+    features: str = catalog.DEFAULT_FEATURES,
     method_features: dict[str, str] | None = None,
     val_fraction: float = 0.2,
     knn_backend: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
     tracking_uri: str | None = None,
-    experiment: str = DEFAULT_EXPERIMENT,
+    experiment: str = catalog.DEFAULT_EXPERIMENT,
     dask_address: str | None = None,
     run_tags: dict | None = None,
 ) -> dict:

@@ -17,6 +17,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from flows import LOG_PRINTS
+from pll import catalog
 from pll.errors import FilesFailedError
 from pll.scoring import (
     check_input_path,
@@ -28,7 +29,7 @@ from pll.scoring import (
     write_ledger,
 )
 from tasks.scoring import link_model, load, load_if_any, log_scoring, score
-from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, start_run
+from tasks.tracking import end_run, resolve_tracking_uri, start_run
 
 
 @flow(name="pll-score", log_prints=LOG_PRINTS)
@@ -37,7 +38,7 @@ def score_one(
     input: str,
     output: str,
     tracking_uri: str | None = None,
-    experiment: str = DEFAULT_EXPERIMENT,
+    experiment: str = catalog.DEFAULT_EXPERIMENT,
 ) -> dict:
     """Score the table ``input`` with the model ``model_uri``; write ``output`` and its review queue.
 
@@ -58,7 +59,7 @@ def score_folder(
     input_dir: str,
     output_dir: str,
     tracking_uri: str | None = None,
-    experiment: str = DEFAULT_EXPERIMENT,
+    experiment: str = catalog.DEFAULT_EXPERIMENT,
 ) -> dict:
     """Score every CSV/Parquet file of ``input_dir`` not scored before into ``output_dir``.
 

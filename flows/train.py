@@ -5,32 +5,33 @@ from __future__ import annotations
 from prefect import flow
 
 from flows import LOG_PRINTS
+from pll import catalog
 from pll.experiment import check_run
 from pll.neighbors import DEFAULT_BACKEND
 from tasks.ingest import ingest
 from tasks.models import fit, input_example, log_model
 from tasks.noise import add_noise
-from tasks.tracking import DEFAULT_EXPERIMENT, end_run, resolve_tracking_uri, start_run
+from tasks.tracking import end_run, resolve_tracking_uri, start_run
 
 
 @flow(name="pll-train", log_prints=LOG_PRINTS)
 def train(
-    dataset: str = "digits",
+    dataset: str = catalog.DEFAULT_DATASET,
     mat_variables: dict | None = None,
-    protocol: str = "none",
+    protocol: str = catalog.DEFAULT_PROTOCOL,
     noisy_bags: bool = False,
-    method: str = "pl_knn",
+    method: str = catalog.DEFAULT_METHOD,
     method_params: dict | None = None,
-    features: str = "minmax",
+    features: str = catalog.DEFAULT_FEATURES,
     knn_backend: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
-    noise: str = "auto",
+    noise: str = catalog.DEFAULT_NOISE,
     noise_params: dict | None = None,
     seed: int = 0,
     threshold: float | None = None,
     registered_name: str | None = None,
     tracking_uri: str | None = None,
-    experiment: str = DEFAULT_EXPERIMENT,
+    experiment: str = catalog.DEFAULT_EXPERIMENT,
 ) -> dict:
     """Fit ``method`` (with ``features``) on every row of ``dataset``; log it as a pyfunc model.
 

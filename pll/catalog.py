@@ -1,11 +1,16 @@
-"""What a user chooses from: the names of the methods, feature pipelines and noise models, with one line each.
+"""What a user chooses from: the names of the methods, feature pipelines and noise models, with one line each,
+and what a run takes when the user chooses nothing.
 
 The command line lists and checks these names before anything heavy is
 imported (its ``--help`` must answer at once); the registries that map a
 name to code (:data:`pll.methods.METHODS`, :data:`pll.features.FEATURE_PIPELINES`,
 :data:`pll.noise.NOISE_MODELS`, :data:`pll.data.PROTOCOLS`) hold the same
-names, which ``tests/test_catalog.py`` checks.
+names, which ``tests/test_cli.py`` checks.  The kNN backends are listed in
+:mod:`pll.neighbors.registry`, as light as this module.  The defaults below
+are the only copy: the command line, the flows and the grid read them.
 """
+
+from types import MappingProxyType
 
 METHODS = {
     "pl_knn": "PL-kNN: distance-weighted candidate votes, Hellman's reject rule",
@@ -35,3 +40,18 @@ PROTOCOLS = {
     "none": "use the data as loaded",
     "dst-pll": "prepare real-world data as the DST-PLL paper does",
 }
+
+DEFAULT_DATASET = "digits"
+DEFAULT_PROTOCOL = "none"
+DEFAULT_NOISE = "auto"
+DEFAULT_FEATURES = "minmax"
+DEFAULT_METHODS = tuple(METHODS)
+"""What ``pll run`` runs: every method."""
+DEFAULT_METHOD = "pl_knn"
+"""What ``pll train`` fits."""
+DEFAULT_METHOD_FEATURES = MappingProxyType({"pl_aknn": "pl_aknn_real"})
+"""Methods that run on features of their own unless the caller says otherwise: PL A-kNN on its paper's preprocessing."""
+DEFAULT_EXPERIMENT = "pll"
+"""The MLflow experiment of runs, training and scoring."""
+DEFAULT_GRID_EXPERIMENT = "pll-benchmark"
+"""The MLflow experiment of a benchmark grid that names none."""

@@ -18,7 +18,8 @@ The grid is the cross product of the lists in the file::
     methods:                     # required; method name -> its parameters
       pl_knn: {n_neighbors: [5, 10]}
       dst_pll: {}
-    method_features: {}          # optional; method name -> its feature pipeline
+    method_features: {}          # optional; method name -> its feature pipeline, over the
+                                 #   defaults of every run (pll.catalog.DEFAULT_METHOD_FEATURES)
     features: minmax             # default: minmax; one pipeline or a list
     knn_backend: auto            # default: auto; one backend or a list
     knn_options: {}              # options of the kNN backend (not expanded)
@@ -58,6 +59,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from . import catalog
 from .data import PROTOCOLS
 from .errors import DataFileError, InvalidParameterError, PllError
 from .evaluation import compare_methods
@@ -65,11 +67,9 @@ from .plots import risk_figure
 from .tables import significance_table
 from .features import FEATURE_PIPELINES
 from .methods import METHODS, make_method
-from .neighbors import BACKENDS, DEFAULT_BACKEND
-from .neighbors.index import check_backend
+from .neighbors.registry import BACKENDS, DEFAULT_BACKEND, check_backend
 from .noise import check_noise
 
-DEFAULT_EXPERIMENT = "pll-benchmark"
 DEFAULT_MAX_CONCURRENCY = 2
 KEYS = (
     "name", "description", "experiment", "max_concurrency", "datasets", "protocol", "noisy_bags", "noise", "seeds",
@@ -144,7 +144,7 @@ class Grid:
 
     name: str
     cells: tuple
-    experiment: str = DEFAULT_EXPERIMENT
+    experiment: str = catalog.DEFAULT_GRID_EXPERIMENT
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     description: str = ""
     source: str = "<grid>"
@@ -193,7 +193,7 @@ def parse_grid(spec, source="<grid>") -> Grid:
     name = spec["name"]
     if not isinstance(name, str) or not _NAME.match(name):
         raise bad("name", f"must be letters, digits, '.', '_' or '-', got {name!r}")
-    experiment = _string(spec.get("experiment", DEFAULT_EXPERIMENT), "experiment", bad)
+    experiment = _string(spec.get("experiment", catalog.DEFAULT_GRID_EXPERIMENT), "experiment", bad)
     description = _string(spec.get("description", ""), "description", bad, allow_empty=True)
     max_concurrency = spec.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
     if not _is_int(max_concurrency) or max_concurrency < 1:
@@ -203,7 +203,7 @@ def parse_grid(spec, source="<grid>") -> Grid:
         raise bad("val_fraction", f"must be a number in (0, 1), got {val_fraction!r}")
 
     datasets = [_string(d, f"datasets[{i}]", bad) for i, d in enumerate(_values(spec["datasets"], "datasets", bad))]
-    protocol = spec.get("protocol", "none")
+    protocol = spec.get("protocol", catalog.DEFAULT_PROTOCOL)
     if protocol not in PROTOCOLS:
         raise bad("protocol", f"unknown value {protocol!r}; choose from {', '.join(PROTOCOLS)}")
     noisy_bags = spec.get("noisy_bags", False)
@@ -213,7 +213,7 @@ def parse_grid(spec, source="<grid>") -> Grid:
     for i, seed in enumerate(seeds):
         if not _is_int(seed) or seed < 0:
             raise bad(f"seeds[{i}]", f"must be a non-negative integer, got {seed!r}")
-    features = _choices(spec.get("features", "minmax"), "features", FEATURE_PIPELINES, bad)
+    features = _choices(spec.get("features", catalog.DEFAULT_FEATURES), "features", FEATURE_PIPELINES, bad)
     backends = _choices(spec.get("knn_backend", DEFAULT_BACKEND), "knn_backend", BACKENDS, bad)
     knn_options = spec.get("knn_options") or {}
     if not isinstance(knn_options, dict):
@@ -223,7 +223,7 @@ def parse_grid(spec, source="<grid>") -> Grid:
             check_backend(backend, knn_options)
         except PllError as exc:
             raise bad("knn_options", str(exc)) from None
-    noises = _noise_settings(spec.get("noise", "auto"), bad)
+    noises = _noise_settings(spec.get("noise", catalog.DEFAULT_NOISE), bad)
     methods = _method_settings(spec["methods"], bad)
     method_features = _method_features(spec.get("method_features") or {}, methods, bad)
 
@@ -326,6 +326,7 @@ def _method_settings(value, bad):
 
 
 def _method_features(value, methods, bad):
+    """Each method's own feature pipeline: the grid's over the defaults the pipeline applies, so that a cell names what runs."""
     if not isinstance(value, dict):
         raise bad("method_features", f"must be a mapping of method names to feature pipelines, got {value!r}")
     names = {m for m, _ in methods}
@@ -335,7 +336,7 @@ def _method_features(value, methods, bad):
         if features not in FEATURE_PIPELINES:
             raise bad(f"method_features.{method}",
                       f"unknown feature pipeline {features!r}; choose from {', '.join(FEATURE_PIPELINES)}")
-    return dict(value)
+    return {**{m: f for m, f in catalog.DEFAULT_METHOD_FEATURES.items() if m in names}, **value}
 
 
 # Results of a grid ---------------------------------------------------------------------------

@@ -271,7 +271,7 @@ def check_params(estimator):
                 f"The {param!r} parameter of {name} must not be a bool. Got {value!r} instead."
             )
     if "knn" in params:
-        from .neighbors.index import check_backend
+        from .neighbors.registry import check_backend
 
         try:
             check_backend(params["knn"], params.get("knn_params"))

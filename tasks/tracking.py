@@ -24,7 +24,6 @@ from pll.tables import markdown_table, risk_table
 # The flows resolve their store through this module too.
 from tasks.tracking_store import DEFAULT_TRACKING_URI, artifact_location, resolve_tracking_uri  # noqa: F401
 
-DEFAULT_EXPERIMENT = "pll"
 KEY_PACKAGES = ("pll", "numpy", "scipy", "scikit-learn", "pynndescent", "dask", "prefect", "mlflow")
 _BATCH = 900  # MLflow accepts at most 1000 entries per log_batch call
 FIGURE_DPI = 120

@@ -11,6 +11,7 @@ import pll
 from pll.data import PartialLabelDataset, one_hot
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError, PllError
 from pll.features import FEATURE_PIPELINES, PlAknnPreprocessor, featurize, make_features
+from tests.oracles import nearest
 
 
 def _oracle(X_train, X_new, variant, alpha, smooth_k, density_k, n_components=50):
@@ -25,23 +26,23 @@ def _oracle(X_train, X_new, variant, alpha, smooth_k, density_k, n_components=50
     def l2(v):
         return v / (np.linalg.norm(v) + 1e-12)
 
+    def ranked(z, rows, exclude):
+        """Row indices and distances by distance to ``z``, ties by index, without row ``exclude``."""
+        (order,), (d,) = nearest(rows, z[None])
+        keep = order != (-1 if exclude is None else exclude)
+        return order[keep], d[keep]
+
     def smooth(z, rows, exclude):
-        d = np.linalg.norm(rows - z, axis=1)
-        if exclude is not None:
-            d[exclude] = np.inf
         k = min(smooth_k, len(rows) - (exclude is not None))
-        nearest = np.lexsort((np.arange(len(rows)), d))[:k]
-        sigma = np.median(d[nearest]) + 1e-12
-        w = np.exp(-d[nearest] ** 2 / (2 * sigma**2))
+        near, d = (a[:k] for a in ranked(z, rows, exclude))
+        sigma = np.median(d) + 1e-12
+        w = np.exp(-d**2 / (2 * sigma**2))
         w = w / (w.sum() + 1e-12)
-        return l2((1 - alpha) * z + alpha * (w[:, None] * rows[nearest]).sum(axis=0))
+        return l2((1 - alpha) * z + alpha * (w[:, None] * rows[near]).sum(axis=0))
 
     def density(z, smoothed, exclude):
-        d = np.linalg.norm(smoothed - z, axis=1)
-        if exclude is not None:
-            d[exclude] = np.inf
         k = min(density_k, len(smoothed) - 1)
-        return z / (np.sort(d)[:k].mean() + 1e-12)
+        return z / (ranked(z, smoothed, exclude)[1][:k].mean() + 1e-12)
 
     Z = np.array([l2(z) for z in project(X_train)])
     smoothed = np.array([smooth(Z[i], Z, i) for i in range(len(Z))])

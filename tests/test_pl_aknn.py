@@ -12,40 +12,12 @@ import pll.methods.base as base
 from pll.errors import InvalidParameterError
 from pll.methods.pl_aknn import elimination_leads
 from pll.neighbors import NeighborResult
+from tests.oracles import loop_pl_aknn, nearest
 
 
 def neighbor_order(X_train, X_query, exclude_self):
     """All training rows by increasing distance, ties by lower index (the query itself dropped)."""
-    d = np.sqrt(((X_query[:, None, :] - X_train[None, :, :]) ** 2).sum(axis=-1))
-    orders = []
-    for i, row in enumerate(d):
-        order = np.lexsort((np.arange(row.size), row))
-        orders.append([j for j in order if not (exclude_self and j == i)])
-    return orders
-
-
-def loop_pl_aknn(order, S, start, n, T, c1, delta):
-    """One query, exactly as ALGORITHMS.md describes PL A-kNN; returns (label, decided_at or None, best M of label)."""
-    l = S.shape[1]
-    A = c1 * math.sqrt(math.log(n) + math.log(l / delta))
-    surviving = [y for y in range(l) if start[y]]
-    tau = [0] * l
-    M = {}
-    for k in range(1, T + 1):
-        for y in range(l):
-            if S[order[k - 1], y]:
-                tau[y] += 1
-        values = sorted((tau[y] for y in surviving), reverse=True)
-        m1 = values[0]
-        m2 = values[1] if len(values) > 1 else values[0]
-        delta_k = A / math.sqrt(k)
-        for y in surviving:
-            M[k, y] = math.sqrt(k) * (delta_k - (tau[y] - m2) / k)
-        surviving = [y for y in surviving if not ((m1 - tau[y]) / k >= delta_k)]
-        if len(surviving) == 1:
-            return surviving[0], k, None
-    best, label, _ = min((M[k, y], y, k) for y in surviving for k in range(1, T + 1))
-    return label, None, best
+    return nearest(X_train, None if exclude_self else X_query)[0]
 
 
 def check_against_loop(clf, r, X_train, S, X_query, start, T, exclude_self, c1, delta):

@@ -10,10 +10,7 @@ from sklearn.linear_model import LogisticRegression
 
 import pll
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError
-
-
-def pairwise(A, B):
-    return np.sqrt(((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=-1))
+from tests.oracles import distances, nearest
 
 
 def oracle_kept(X, y, k, alpha, filtering):
@@ -21,9 +18,9 @@ def oracle_kept(X, y, k, alpha, filtering):
     n = X.shape[0]
     if filtering == "none" or alpha == 0:
         return np.ones(n, dtype=bool)
-    D = pairwise(X, X)
     keep = np.zeros(n, dtype=bool)
     if filtering == "density":
+        D = distances(X, X)
         for c in np.unique(y):
             rows = np.flatnonzero(y == c)
             kk = min(k, rows.size)
@@ -32,15 +29,13 @@ def oracle_kept(X, y, k, alpha, filtering):
             keep[rows] = r <= np.percentile(r, 100 * (1 - alpha))
         return keep
     kk = min(k, n)
-    share = np.empty(n)
-    for i in range(n):
-        others = [j for j in np.lexsort((np.arange(n), D[i])) if j != i][: kk - 1]
-        share[i] = (1 + np.sum(y[others] == y[i])) / kk
+    others = nearest(X, None, kk - 1)[0]
+    share = (1 + (y[others] == y[:, None]).sum(axis=1)) / kk
     return share >= np.percentile(share, 100 * alpha)
 
 
 def oracle_scores(X, y, n_classes, kept, Xq, pred, min_dist, training=False):
-    D = pairwise(Xq, X)
+    D = distances(Xq, X)
     if training:
         np.fill_diagonal(D, np.inf)  # a training row is not in its own class set
     dist = np.full((Xq.shape[0], n_classes), np.inf)
@@ -112,7 +107,7 @@ def test_distances_to_each_class_set():
     X, y = rng.normal(size=(200, 4)), rng.integers(0, 3, 200)
     Q = rng.normal(size=(50, 4))
     ts = pll.TrustScore().fit(X, y)
-    want = np.stack([pairwise(Q, X[y == c]).min(axis=1) for c in range(3)], axis=1)
+    want = np.stack([distances(Q, X[y == c]).min(axis=1) for c in range(3)], axis=1)
     np.testing.assert_allclose(ts.distances(Q), want, rtol=1e-12)
 
 

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from .. import catalog
 from ..errors import InvalidParameterError
+from ..neighbors.registry import DEFAULT_BACKEND, check_backend
 
 
 def check_run(
     *,
     dataset,
     mat_variables=None,
-    protocol="none",
-    noise="auto",
+    protocol=catalog.DEFAULT_PROTOCOL,
+    noise=catalog.DEFAULT_NOISE,
     noise_params=None,
     methods,
     method_params=None,
-    features="minmax",
+    features=catalog.DEFAULT_FEATURES,
     method_features=None,
-    knn_backend="auto",
+    knn_backend=DEFAULT_BACKEND,
     knn_options=None,
     val_fraction=0.2,
 ):
@@ -41,9 +43,9 @@ def check_protocol(
     *,
     methods,
     method_params=None,
-    features="minmax",
+    features=catalog.DEFAULT_FEATURES,
     method_features=None,
-    knn_backend="auto",
+    knn_backend=DEFAULT_BACKEND,
     knn_options=None,
     val_fraction=0.2,
 ):
@@ -54,7 +56,6 @@ def check_protocol(
     """
     from ..features import FEATURE_PIPELINES
     from ..methods import METHODS, make_method
-    from ..neighbors.index import check_backend
 
     if not methods:
         raise InvalidParameterError("no method to run: name at least one of " + ", ".join(METHODS))

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from .. import catalog
 
-DEFAULT_METHODS = tuple(catalog.METHODS)
-# PL A-kNN runs on its paper's preprocessing unless the caller says otherwise.
-DEFAULT_METHOD_FEATURES = {"pl_aknn": "pl_aknn_real"}
+# The run's defaults, of which the catalog holds the only copy.
+DEFAULT_METHODS = catalog.DEFAULT_METHODS
+DEFAULT_METHOD_FEATURES = catalog.DEFAULT_METHOD_FEATURES
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def neighbors_needed(methods: dict) -> int:
     return max(make_method(name, params)._n_neighbors_needed() for name, params in methods.items())
 
 
-def plan_run(methods=DEFAULT_METHODS, method_params=None, features="minmax", method_features=None) -> RunPlan:
+def plan_run(methods=DEFAULT_METHODS, method_params=None, features=catalog.DEFAULT_FEATURES, method_features=None) -> RunPlan:
     """The :class:`RunPlan` of ``methods`` with ``method_params`` on ``features`` (``method_features`` per method)."""
     params = {m: dict((method_params or {}).get(m, {})) for m in methods}
     method_features = {**DEFAULT_METHOD_FEATURES, **(method_features or {})}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import catalog
 from ..evaluation import DEFAULT_LAMBDAS
 from ..features import featurize
-from ..neighbors.auto import DEFAULT_BACKEND
+from ..neighbors.registry import DEFAULT_BACKEND
 from ..noise import apply_noise
 from .checks import check_protocol
 from .evaluation import Evaluation, evaluate
@@ -49,11 +50,11 @@ def run_protocol(
     ds,
     *,
     seed: int = 0,
-    noise: str = "auto",
+    noise: str = catalog.DEFAULT_NOISE,
     noise_params: dict | None = None,
     methods=DEFAULT_METHODS,
     method_params: dict | None = None,
-    features: str = "minmax",
+    features: str = catalog.DEFAULT_FEATURES,
     method_features: dict | None = None,
     val_fraction: float = 0.2,
     knn_backend: str = DEFAULT_BACKEND,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..neighbors.auto import DEFAULT_BACKEND
+from ..neighbors.registry import DEFAULT_BACKEND
 from ..trust_score import DEFAULT_CLASS_SETS, DEFAULT_THRESHOLD, partial_label_trust, with_trust
 from .methods import MethodOutput
 

@@ -7,17 +7,19 @@ training set several times (its own rows, then new rows), build a
 :class:`NeighborIndex` once.  :func:`nearest_by_group` finds the nearest row of
 every group (class) in one search, for trust scores.
 
-Names are imported on first use, so that :mod:`pll.neighbors.auto` (the
-backends' names) loads without numba and scikit-learn.
+The backends are one table, :mod:`pll.neighbors.registry`.  Names are
+imported on first use, so that the registry loads without numba and
+scikit-learn.
 """
 
 from .._lazy import lazy_attributes
 
 _PUBLIC = {
-    "BACKENDS": ".auto",
-    "DEFAULT_BACKEND": ".auto",
+    "BACKENDS": ".registry",
+    "DEFAULT_BACKEND": ".registry",
     "NeighborIndex": ".index",
     "NeighborResult": ".result",
+    "check_backend": ".registry",
     "kneighbors": ".index",
     "nearest_by_group": ".grouped",
     "use_backend": ".index",

@@ -1,7 +1,7 @@
-"""Which backend a run searches with when it names none, and the names of all backends.
+"""How the ``auto`` backend picks exact or approximate search, by the number of training rows.
 
-Kept apart from the backends themselves so that the command line can list
-and check these names without importing scikit-learn or numba.
+Kept apart from the backends themselves (and light, like :mod:`pll.neighbors.registry`)
+so that the command line can describe ``auto`` without importing scikit-learn or numba.
 """
 
 from __future__ import annotations
@@ -10,10 +10,6 @@ from numbers import Integral
 
 from ..errors import InvalidParameterError
 
-BACKENDS = ("auto", "exact", "nndescent", "dask")
-DEFAULT_BACKEND = "auto"
-"""The backend of runs that name none (``pll run``, ``pll train``, grids): exact search while it is
-fast, approximate search beyond, so that big data gets approximate search without asking for it."""
 AUTO_EXACT_MAX_ROWS = 100_000
 """``auto``: exact search up to this many training rows (twice as many for ``k >= AUTO_WIDE_K``), nndescent
 beyond.  ``benchmarks/auto_threshold.py`` on this 2-core machine (synthetic 32-d table with 20 classes,

@@ -97,9 +97,12 @@ class ExactIndex:
     Parameters
     ----------
     X_train : array of shape (n_train, d)
+    k : int, optional
+        Unused (any ``k`` can be searched); taken so that every backend's
+        index is built alike (:class:`~pll.neighbors.registry.Backend`).
     """
 
-    def __init__(self, X_train):
+    def __init__(self, X_train, k=None):
         self.X_train = X_train
         self._center = X_train.mean(axis=0, dtype=np.float64) if X_train.shape[0] else 0.0
         self._screen, self._screen_sq_max = screening_rows(X_train, self._center)

@@ -17,9 +17,10 @@ import numpy as np
 
 from ..errors import InvalidDataError, InvalidParameterError
 from ..progress import blocks, track
-from .backends import LOCAL_OPTIONS, check_options
+from ..validation import check_features, check_queries
 from .exact import ExactIndex, rerank, rounding_bound
-from .index import BACKENDS, COMMON_OPTIONS, NeighborIndex, check_features, check_queries, choose_backend
+from .index import NeighborIndex
+from .registry import EXACT, check_backend, resolve
 from .screening import screening_queries, screening_rows
 
 CHUNK = 16
@@ -90,15 +91,9 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
         if exclude.shape != (Q.shape[0],) or not np.issubdtype(exclude.dtype, np.integer):
             raise InvalidDataError(f"exclude must be an int array of shape ({Q.shape[0]},), got {exclude.shape}")
         exclude = exclude.astype(np.int64)
-    if backend not in BACKENDS:
-        raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    if backend == "auto":
-        exact_max_rows = options.pop("exact_max_rows", AUTO_EXACT_MAX_ROWS)
-        check_options(backend, options, LOCAL_OPTIONS["nndescent"] + COMMON_OPTIONS)
-        backend = choose_backend(X_train.shape[0], exact_max_rows)
-        options = {} if backend == "exact" else options
-    if backend == "exact":
-        check_options(backend, options, COMMON_OPTIONS)
+    check_backend(backend, options)
+    backend, options = resolve(backend, options, X_train.shape[0], AUTO_EXACT_MAX_ROWS)
+    if backend == EXACT:
         return GroupedExactIndex(X_train, groups, n_groups).search(Q, exclude)
     return _search_each_group(X_train, groups, n_groups, Q, exclude, backend, options)
 

@@ -8,37 +8,12 @@ import numpy as np
 
 from ..errors import InvalidParameterError, NeighborsError
 from ..validation import check_features, check_queries
-from .auto import BACKENDS, auto_exact_max_rows, choose_backend
-from .backends import APPROXIMATE, LOCAL_OPTIONS, check_options, local_index
+from .auto import auto_exact_max_rows
+from .backends import local_index
 from .exact import ExactIndex
 from .recall import measure_recall
+from .registry import backend_entry, check_backend, resolve
 from .result import NeighborResult
-
-# Options every backend takes: the recall sample and the seed.
-COMMON_OPTIONS = ("recall_sample", "random_state")
-
-
-def check_backend(backend, options=None):
-    """Refuse an unknown backend, or an option it does not take, before anything is searched.
-
-    The same checks a search makes when it starts, made early: the command
-    line and the grid call this before any stage runs.
-    """
-    options = dict(options or {})
-    if backend not in BACKENDS:
-        raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    if backend == "dask":
-        from .sharded import OPTIONS
-
-        shards = options.get("shard_backend", "exact")
-        if shards not in LOCAL_OPTIONS:
-            raise InvalidParameterError(f"shard_backend must be one of {', '.join(LOCAL_OPTIONS)}, got {shards!r}")
-        allowed = OPTIONS + LOCAL_OPTIONS[shards]
-    elif backend == "auto":
-        allowed = ("exact_max_rows", *LOCAL_OPTIONS["nndescent"])
-    else:
-        allowed = LOCAL_OPTIONS[backend]
-    check_options(backend, options, (*allowed, *COMMON_OPTIONS))
 
 
 def use_backend(estimator, backend, options=None, keep=()):
@@ -64,9 +39,9 @@ class NeighborIndex:
     k : int, default=10
         The most neighbors a query may ask for.
     backend : {"auto", "exact", "nndescent", "dask"}, default="exact"
-        ``auto`` picks ``exact`` up to :func:`auto_exact_max_rows` training
-        rows (its option ``exact_max_rows``) and ``nndescent`` beyond;
-        :attr:`backend` says which.
+        A name of :data:`pll.neighbors.registry.BACKENDS`.  ``auto`` picks
+        ``exact`` up to :func:`auto_exact_max_rows` training rows (its option
+        ``exact_max_rows``) and ``nndescent`` beyond; :attr:`backend` says which.
     recall_sample : int, default=1000
         Queries checked against exact search to measure an approximate
         backend's recall (0: do not measure).
@@ -95,33 +70,25 @@ class NeighborIndex:
 
     def __init__(self, X_train, k=10, backend="exact", *, recall_sample=1000, random_state=0, **options):
         X_train = check_features(X_train, "training rows")
-        if backend not in BACKENDS:
-            raise InvalidParameterError(f"unknown kNN backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        check_backend(backend, options)
         _check_k(k)
         if k > X_train.shape[0]:
             raise NeighborsError(f"k={k} exceeds the {X_train.shape[0]} training rows")
         if not isinstance(recall_sample, (int, np.integer)) or recall_sample < 0:
             raise InvalidParameterError(f"recall_sample must be a non-negative integer, got {recall_sample!r}")
-        if backend == "auto":
-            exact_max_rows = options.pop("exact_max_rows", auto_exact_max_rows(k))
-            check_options(backend, options, LOCAL_OPTIONS["nndescent"])
-            backend = choose_backend(X_train.shape[0], exact_max_rows)
-            if backend == "exact":
-                options = {}
+        backend, options = resolve(backend, options, X_train.shape[0], auto_exact_max_rows(k))
+        entry = backend_entry(backend)
         self.X_train, self.k, self.backend = X_train, int(k), backend
         self.recall_sample, self.random_state = int(recall_sample), random_state
         self._exact = None
         t0 = time.perf_counter()
-        if backend == "dask":
-            from .sharded import ShardedIndex
-
-            self._index = ShardedIndex(X_train, self.k, random_state=random_state, **options)
-            self.approximate = self._index.approximate
-        else:
-            if backend == "nndescent":
-                options = {"random_state": random_state, **options}
+        if "random_state" in entry.options:
+            options = {"random_state": random_state, **options}
+        if entry.local:
             self._index = local_index(X_train, self.k, backend, options)
-            self.approximate = backend in APPROXIMATE
+        else:
+            self._index = entry.index_class()(X_train, self.k, **options)
+        self.approximate = self._index.approximate if entry.approximate is None else entry.approximate
         self.build_seconds = time.perf_counter() - t0
 
     def kneighbors(self, X_query=None, k=None) -> NeighborResult:

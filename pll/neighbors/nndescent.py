@@ -22,22 +22,6 @@ import numpy as np
 from ..progress import blocks, track
 from .exact import ExactIndex, rerank
 
-# Index parameters passed on to pynndescent.NNDescent as they are (n_neighbors defaults to graph_neighbors(k)).
-INDEX_PARAMS = (
-    "n_neighbors",
-    "n_trees",
-    "leaf_size",
-    "n_iters",
-    "delta",
-    "max_candidates",
-    "diversify_prob",
-    "pruning_degree_multiplier",
-    "low_memory",
-    "n_jobs",
-    "parallel_batch_queries",
-)
-# Query parameters: pynndescent's search breadth and the candidates fetched per query before reranking.
-OPTIONS = INDEX_PARAMS + ("epsilon", "query_k", "random_state")
 QUERY_ROWS = 65_536
 """Queries searched per call to pynndescent: the unit of progress reports and of stopping a search."""
 
@@ -80,7 +64,8 @@ class NNDescentIndex:
     random_state : int, default=0
     **params
         Passed to :class:`pynndescent.NNDescent` (``n_neighbors``,
-        ``n_trees``, ``n_iters``, ``diversify_prob``, ``n_jobs``, ...);
+        ``n_trees``, ``n_iters``, ``diversify_prob``, ``n_jobs``, ...: the list
+        is :data:`pll.neighbors.registry.NNDESCENT_OPTIONS`);
         unset ones default to :func:`graph_neighbors` and :data:`DEFAULTS`.
         ``n_jobs`` (default: numba's thread count, all cores) also bounds
         the threads of batched queries.

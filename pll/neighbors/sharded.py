@@ -20,11 +20,10 @@ import dask
 import numpy as np
 
 from ..errors import InvalidParameterError
-from .backends import APPROXIMATE, LOCAL_OPTIONS, check_options, local_index
+from .backends import local_index
 from .exact import top_k
-from .nndescent import NNDescentIndex
+from .registry import BACKENDS, EXACT, check_options, check_shard_backend
 
-OPTIONS = ("n_shards", "shard_backend", "address", "client", "n_workers", "threads_per_worker", "block_rows")
 # LocalClusters started for callers that named no scheduler, kept warm for the life of the process.
 _LOCAL_CLIENTS = {}
 _LOCAL_LOCK = threading.Lock()
@@ -108,10 +107,10 @@ def build_shard(X_shard, offset, k, backend, options):
     """Dask task: the index of one shard, using the worker's threads."""
     from distributed import get_worker
 
-    if backend == "nndescent":
+    if "n_jobs" in BACKENDS[backend].options:
         options = {"n_jobs": get_worker().state.nthreads, **options}
     index = local_index(X_shard, k, backend, options)
-    if isinstance(index, NNDescentIndex):  # a small shard may be searched exactly
+    if hasattr(index, "prepare"):  # search structures built here, on the worker, not at the first query
         index.prepare()
     return Shard(index, offset, X_shard.shape[0])
 
@@ -154,7 +153,7 @@ class ShardedIndex:
         k,
         *,
         n_shards=None,
-        shard_backend="exact",
+        shard_backend=EXACT,
         address=None,
         client=None,
         n_workers=2,
@@ -163,14 +162,11 @@ class ShardedIndex:
         random_state=0,
         **shard_options,
     ):
-        if shard_backend not in LOCAL_OPTIONS:
-            raise InvalidParameterError(
-                f"shard_backend must be one of {', '.join(LOCAL_OPTIONS)}, got {shard_backend!r}"
-            )
-        check_options(f"dask with {shard_backend} shards", shard_options, LOCAL_OPTIONS[shard_backend])
+        shards = check_shard_backend(shard_backend)
+        check_options(f"dask with {shard_backend} shards", shard_options, shards.options)
         if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
             raise InvalidParameterError(f"block_rows must be a positive integer, got {block_rows!r}")
-        self.approximate = shard_backend in APPROXIMATE
+        self.approximate = shards.approximate
         self.block_rows = int(block_rows)
         self._own_client = None
         if client is None:
@@ -205,7 +201,7 @@ class ShardedIndex:
 
     @staticmethod
     def _seeded(backend, options, random_state, offset):
-        if backend != "nndescent":
+        if "random_state" not in BACKENDS[backend].options:
             return options
         seed = int(np.random.SeedSequence([random_state, int(offset)]).generate_state(1)[0])
         return {"random_state": seed, **options}
