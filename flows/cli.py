@@ -74,6 +74,26 @@ def _seed(text):
     return value
 
 
+def _alpha(text):
+    """A miscoverage level in (0, 1), or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or 'none': {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
+    return value
+
+
+def _conformal_argument(parser, what):
+    parser.add_argument("--conformal-alpha", type=_alpha, default=catalog.DEFAULT_CONFORMAL_ALPHA, metavar="ALPHA",
+                        help=f"{what} conformal prediction sets that hold the true label with probability "
+                        f">= 1 - ALPHA, calibrated on the validation hold-out's bags; 'none' for no sets "
+                        f"(default: {catalog.DEFAULT_CONFORMAL_ALPHA})")
+
+
 def _mat_variables(text):
     from pll.data.mat import parse_mat_variables
 
@@ -186,6 +206,7 @@ def build_parser():
     _add_knn_arguments(run)
     run.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     _experiment_argument(run)
+    _conformal_argument(run, "also evaluate, as a third reject option,")
     run.add_argument("--dask-address", default=None, help=_DASK_HELP)
     bench = _command(sub, "benchmark", "run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
     bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
@@ -235,7 +256,8 @@ def preflight(args):
     if args.command == "run":
         check_run(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
                   noise_params=args.noise_params, methods=args.methods, method_params=args.method_params, features=args.features,
-                  method_features=args.method_features, knn_backend=args.knn_backend, knn_options=args.knn_options)
+                  method_features=args.method_features, knn_backend=args.knn_backend, knn_options=args.knn_options,
+                  conformal_alpha=args.conformal_alpha)
     elif args.command == "train":
         check_run(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
                   noise_params=args.noise_params, methods=[args.method], method_params={args.method: args.method_params or {}},
@@ -275,11 +297,13 @@ def cmd_run(args):
             method_features=args.method_features,
             knn_backend=args.knn_backend,
             knn_options=args.knn_options,
+            conformal_alpha=args.conformal_alpha,
             tracking_uri=args.tracking_uri,
             experiment=args.experiment,
         )
     table = result["metrics"]
-    columns = ["method", "reject", "accuracy", "rejection_rate", "covered_accuracy", "risk_0.00", "risk_0.10", "risk_0.20"]
+    columns = ["method", "reject", "accuracy", "rejection_rate", "covered_accuracy", "risk_0.00", "risk_0.10", "risk_0.20",
+               "coverage", "mean_set_size"]
     print()
     print(f"Correct means: {result['truth']}")
     print(markdown_table(table[[c for c in columns if c in table.columns]]))

@@ -12,6 +12,7 @@ from pll.experiment import check_run, make_split, plan_run, prediction_frames
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import metrics_table
 from tasks.caching import bounded
+from tasks.conformal import conformal_option
 from tasks.evaluate import evaluate
 from tasks.features import split_and_featurize
 from tasks.ingest import ingest
@@ -57,6 +58,7 @@ def pipeline(
     val_fraction: float = 0.2,
     knn_backend: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
+    conformal_alpha: float | None = catalog.DEFAULT_CONFORMAL_ALPHA,
     tracking_uri: str | None = None,
     experiment: str = catalog.DEFAULT_EXPERIMENT,
     dask_address: str | None = None,
@@ -74,13 +76,15 @@ def pipeline(
     ``noisy_bags`` accepts empty bags and true labels outside their bags;
     ``mat_variables`` names a ``.mat`` file's variables (see :func:`pll.load_dataset`).
     ``knn_backend`` with ``knn_options`` serves every neighbor search: the
-    methods', the feature pipelines' and the trust score's.  Stages of a run
+    methods', the feature pipelines' and the trust score's.  ``conformal_alpha``:
+    the miscoverage of the conformal prediction sets evaluated as a third
+    reject option (None: not evaluated).  Stages of a run
     on more rows than :func:`tasks.caching.cache_max_rows` are not cached.
     """
     check_run(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise,
               noise_params=noise_params, methods=methods, method_params=method_params, features=features,
               method_features=method_features, knn_backend=knn_backend, knn_options=knn_options,
-              val_fraction=val_fraction)
+              val_fraction=val_fraction, conformal_alpha=conformal_alpha)
     tracking_uri = resolve_tracking_uri(tracking_uri)
     plan = plan_run(methods, method_params, features, method_features)
     if knn_backend == "dask" and dask_address:
@@ -99,13 +103,15 @@ def pipeline(
         "val_fraction": val_fraction,
         "knn_backend": knn_backend,
         "knn_options": knn_options or {},
+        "conformal_alpha": conformal_alpha,
         "dask_address": dask_address,
     }
     run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config, run_tags)
     try:
         raw = ingest(dataset, protocol, noisy_bags, mat_variables)
-        featurize_, neighbors_, method_, trust_ = (
-            bounded(stage, raw.n_rows) for stage in (split_and_featurize, find_neighbors, run_method, trust_option)
+        featurize_, neighbors_, method_, trust_, conformal_ = (
+            bounded(stage, raw.n_rows)
+            for stage in (split_and_featurize, find_neighbors, run_method, trust_option, conformal_option)
         )
         ds = bounded(add_noise, raw.n_rows)(raw, noise, noise_params, seed)
         rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
@@ -120,6 +126,9 @@ def pipeline(
                 trust_.submit(o, split, rows, neighbors, knn_backend=knn_backend, knn_options=knn_options)
                 for o in native
             ]
+            if conformal_alpha is not None:
+                outputs += [conformal_.submit(m, plan.method_params[m], split, rows, neighbors, seed, conformal_alpha)
+                            for m in group.methods]
             upstream += [split, neighbors, knn_logged]
         outputs = _results(upstream + outputs)[len(upstream):]
         evaluation = evaluate(outputs, ds, rows)

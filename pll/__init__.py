@@ -10,6 +10,7 @@ from ._lazy import lazy_attributes
 __version__ = "0.1.0"
 
 _PUBLIC = {
+    "ConformalSets": ".conformal",
     "DstPll": ".methods",
     "PartialLabelDataset": ".data",
     "PlAknn": ".methods",
@@ -17,6 +18,7 @@ _PUBLIC = {
     "PlKnn": ".methods",
     "RejectPrediction": ".methods",
     "TrustScore": ".trust_score",
+    "conformal": ".conformal",
     "errors": ".errors",
     "evaluation": ".evaluation",
     "experiment": ".experiment",

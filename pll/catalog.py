@@ -55,3 +55,5 @@ DEFAULT_EXPERIMENT = "pll"
 """The MLflow experiment of runs, training and scoring."""
 DEFAULT_GRID_EXPERIMENT = "pll-benchmark"
 """The MLflow experiment of a benchmark grid that names none."""
+DEFAULT_CONFORMAL_ALPHA = 0.1
+"""Miscoverage of the conformal prediction sets a run evaluates (``pll.conformal``); None leaves the option out."""

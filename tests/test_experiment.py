@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
@@ -54,11 +55,35 @@ def test_library_run_gives_exactly_the_metrics_and_predictions_the_pipeline_logg
 def test_each_method_and_reject_option_is_evaluated_on_its_own():
     result = run_protocol(pll.load_dataset("iris"), seed=1, methods=["dst_pll", "pl_knn"], knn_backend="exact")
     evaluated = [(o.method, o.option) for o in result.evaluation.options]
-    assert sorted(evaluated) == [("dst_pll", "native"), ("dst_pll", "trust"), ("pl_knn", "native"), ("pl_knn", "trust")]
+    assert sorted(evaluated) == [(m, o) for m in ("dst_pll", "pl_knn") for o in ("conformal", "native", "trust")]
     for o in result.evaluation.options:
         assert {f"{o.method}.{o.option}.{name}": v for name, v in o.metrics.items()}.items() <= result.metrics.items()
         assert o.sweep["accepted"].iat[0] == result.rows.test.size
     assert set(result.neighbors) == {"minmax"}  # the two methods share one neighbor computation
+
+
+def test_conformal_sets_come_from_a_model_that_never_saw_its_calibration_rows():
+    ds = pll.load_dataset("wine")
+    result = run_protocol(ds, seed=2, methods=["pl_knn"], noise="uniform", noise_params={"p": 0.5, "r": 1},
+                          conformal_alpha=0.2)
+    out = next(o for o in result.outputs if o.option == "conformal")
+    rows, data = result.rows, result.data
+    split = pll.features.featurize(data, rows.train, rows.test, "minmax")
+    fit, val = rows.train[rows.fit], rows.train[rows.val]
+    holdout = pll.PlKnn(random_state=2).fit(split.X_train[rows.fit], data.S[fit])
+    sets = pll.ConformalSets(holdout, alpha=0.2).fit(split.X_train[rows.val], data.S[val])
+    np.testing.assert_array_equal(out.test.sets, sets.predict_sets(split.X_test))
+    np.testing.assert_array_equal(out.val.sets, sets.predict_sets(split.X_train[rows.val]))
+    metrics = result.metrics
+    assert metrics["pl_knn.conformal.coverage"] == out.test.sets[np.arange(rows.test.size), data.y[rows.test]].mean()
+    assert metrics["pl_knn.conformal.mean_set_size"] == out.test.sets.sum(axis=1).mean()
+    frame = result.prediction_frames()["predictions/pl_knn.parquet"]
+    assert (frame["conformal_set_size"] == out.test.sets.sum(axis=1)).all()
+    assert frame["conformal_set"].iat[0] == "|".join(ds.classes[out.test.sets[0]])
+    without = run_protocol(ds, seed=2, methods=["pl_knn"], conformal_alpha=None)
+    assert {o.option for o in without.outputs} == {"native", "trust"}
+    with pytest.raises(InvalidParameterError, match="conformal_alpha"):
+        run_protocol(ds, methods=["pl_knn"], conformal_alpha=1.5)
 
 
 def test_a_bad_parameter_is_refused_before_anything_is_computed():

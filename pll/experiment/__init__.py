@@ -3,8 +3,8 @@
 :func:`run_protocol` runs it all; the stages, each of which a Prefect task of
 ``tasks/`` calls and logs: :func:`make_split` (train, test, validation
 rows), :func:`find_neighbors` (one :class:`NeighborSet` per feature
-pipeline), :func:`run_method` and :func:`trust_option` (a :class:`MethodOutput`
-per method and reject option), :func:`evaluate` (an :class:`Evaluation`) and
+pipeline), :func:`run_method`, :func:`trust_option` and
+:func:`conformal_option` (a :class:`MethodOutput` per method and reject option), :func:`evaluate` (an :class:`Evaluation`) and
 :func:`prediction_frames`.  :func:`check_run` refuses a run's parameters
 before anything starts.  Names are imported on first use.
 """
@@ -26,6 +26,7 @@ _PUBLIC = {
     "TRUE_LABELS": ".evaluation",
     "check_protocol": ".checks",
     "check_run": ".checks",
+    "conformal_option": ".conformal",
     "evaluate": ".evaluation",
     "find_neighbors": ".neighbors",
     "group_by_features": ".plan",

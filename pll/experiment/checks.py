@@ -21,6 +21,7 @@ def check_run(
     knn_backend=DEFAULT_BACKEND,
     knn_options=None,
     val_fraction=0.2,
+    conformal_alpha=catalog.DEFAULT_CONFORMAL_ALPHA,
 ):
     """Refuse a run of the pipeline whose parameters cannot work.
 
@@ -36,7 +37,8 @@ def check_run(
         raise InvalidParameterError(f"unknown protocol {protocol!r}: choose from {', '.join(PROTOCOLS)}")
     check_noise(noise, noise_params)
     check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
-                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction)
+                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction,
+                   conformal_alpha=conformal_alpha)
 
 
 def check_protocol(
@@ -48,11 +50,12 @@ def check_protocol(
     knn_backend=DEFAULT_BACKEND,
     knn_options=None,
     val_fraction=0.2,
+    conformal_alpha=catalog.DEFAULT_CONFORMAL_ALPHA,
 ):
     """Refuse run protocol parameters that cannot work, naming the first bad one.
 
     Methods and their parameters, feature pipelines, kNN backend and its
-    options, validation fraction.
+    options, validation fraction, the conformal sets' α (None: no sets).
     """
     from ..features import FEATURE_PIPELINES
     from ..methods import METHODS, make_method
@@ -72,3 +75,7 @@ def check_protocol(
     check_backend(knn_backend, knn_options)
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
         raise InvalidParameterError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
+    if conformal_alpha is not None and (
+        isinstance(conformal_alpha, bool) or not isinstance(conformal_alpha, (int, float)) or not 0 < conformal_alpha < 1
+    ):
+        raise InvalidParameterError(f"conformal_alpha must be a number in (0, 1) or None, got {conformal_alpha!r}")

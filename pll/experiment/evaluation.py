@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..conformal import set_report
 from ..errors import InvalidDataError
 from ..evaluation import (
     DEFAULT_LAMBDAS,
@@ -29,7 +30,8 @@ class OptionEvaluation:
     """The evaluation of one method with one reject option on the test rows.
 
     ``metrics``: metric -> float, the keys of :func:`pll.evaluation.reject_report`,
-    ``aurc`` and those of :func:`pll.evaluation.calibrated_metrics`;
+    ``aurc`` and those of :func:`pll.evaluation.calibrated_metrics` (with
+    prediction sets, also those of :func:`pll.conformal.set_report`);
     ``sweep``: :func:`pll.evaluation.threshold_sweep`; ``precision``:
     precision at percentile; ``calibration``: per λ, the threshold chosen on
     the validation hold-out with its ``val_risk`` and ``val_rejection_rate``
@@ -95,6 +97,10 @@ class _Judge:
             return correctness(labels, y_true=self.ds.y[self.idx], n_classes=self.ds.n_classes)
         return correctness(labels, bags=self.ds.S[self.idx[self.keep]])
 
+    def sets(self, pred):
+        """What the prediction sets cost and cover (:func:`pll.conformal.set_report`); coverage needs true labels."""
+        return set_report(pred.sets[self.keep], None if self.ds.y is None else self.ds.y[self.idx])
+
     def report(self, pred, lambdas):
         if self.ds.y is not None:
             return reject_report(self.ds.y[self.idx], pred.labels, pred.accept, lambdas, n_classes=self.ds.n_classes)
@@ -122,6 +128,8 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
         sweep = threshold_sweep(score, correct)
         cal = calibrate_thresholds(out.val.score[val.keep], val.correct(out.val), lambdas)
         report["aurc"] = aurc(sweep)
+        if out.test.sets is not None:
+            report.update(test.sets(out.test))
         report.update(calibrated_metrics(cal, score, correct))
         options.append(OptionEvaluation(
             out.method,

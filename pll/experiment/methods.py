@@ -17,14 +17,14 @@ class MethodOutput:
     ``val``: the validation hold-out, predicted by the same method fitted on
     the other training rows (for calibrating thresholds).  ``option`` names
     the reject option whose ``accept`` and ``score`` the test and validation
-    predictions carry: ``native`` for the method's own; ``train`` always
-    carries the native option's.
+    predictions carry: ``native`` for the method's own; ``train`` carries
+    the native option's (None for ``conformal``, which disambiguates nothing).
     """
 
     method: str
     features: str
     test: RejectPrediction
-    train: RejectPrediction
+    train: RejectPrediction | None
     val: RejectPrediction
     option: str = "native"
 

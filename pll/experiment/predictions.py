@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..methods.base import set_labels
+
 
 def prediction_frames(outputs, ds, rows) -> dict:
     """Predictions artifacts: artifact path -> table, per method, of the test and the validation rows.
@@ -14,7 +16,9 @@ def prediction_frames(outputs, ds, rows) -> dict:
     alphabetically first) gives the columns of :meth:`RejectPrediction.to_frame`
     (``belief_<class>``, ``plausibility_<class>``, ``share_<class>``, ...);
     every other option adds ``<option>_score`` and ``<option>_accept`` (e.g.
-    ``trust_score``), and ``<option>_label`` if its labels differ.
+    ``trust_score``), ``<option>_label`` if its labels differ, and
+    ``<option>_set`` (labels joined by ``|``) with ``<option>_set_size`` if
+    it predicts sets (``conformal``).
     """
     by_method = {}
     for out in outputs:
@@ -32,5 +36,8 @@ def prediction_frames(outputs, ds, rows) -> dict:
                 extra[f"{other.option}_accept"] = pred.accept
                 if not np.array_equal(pred.labels, base.labels):
                     extra[f"{other.option}_label"] = pred.labels
+                if pred.sets is not None:
+                    extra[f"{other.option}_set"] = set_labels(pred.sets, ds.classes)
+                    extra[f"{other.option}_set_size"] = pred.sets.sum(axis=1)
             frames[f"predictions/{method}{suffix}.parquet"] = frame.assign(**extra)
     return frames

@@ -10,6 +10,7 @@ from ..features import featurize
 from ..neighbors.registry import DEFAULT_BACKEND
 from ..noise import apply_noise
 from .checks import check_protocol
+from .conformal import DEFAULT_ALPHA, conformal_option
 from .evaluation import Evaluation, evaluate
 from .methods import run_method
 from .neighbors import find_neighbors, neighbor_metrics
@@ -59,12 +60,14 @@ def run_protocol(
     val_fraction: float = 0.2,
     knn_backend: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
+    conformal_alpha: float | None = DEFAULT_ALPHA,
     lambdas=DEFAULT_LAMBDAS,
 ) -> RunResult:
     """Run the protocol of one pipeline run on the loaded data set ``ds``.
 
     Noise, split with validation hold-out, features, neighbors, every method
-    with its own and the trust score's reject option, evaluation: the same
+    with its own, the trust score's and (unless ``conformal_alpha`` is None)
+    conformal prediction sets' reject option, evaluation: the same
     stages, with the same arguments, as ``flows.pipeline.pipeline``, so the
     metrics equal those the pipeline logs for the same data, seed and options
     (all but the neighbor search's seconds).  ``ds`` is what
@@ -79,7 +82,8 @@ def run_protocol(
     0.967
     """
     check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
-                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction)
+                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction,
+                   conformal_alpha=conformal_alpha)
     plan = plan_run(methods, method_params, features, method_features)
     ds = apply_noise(ds, noise, noise_params, seed)
     rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
@@ -91,4 +95,7 @@ def run_protocol(
         outputs += native + [
             trust_option(o, split, rows, nb, knn_backend=knn_backend, knn_options=knn_options) for o in native
         ]
+        if conformal_alpha is not None:
+            outputs += [conformal_option(m, plan.method_params[m], split, rows, nb, seed, conformal_alpha)
+                        for m in group.methods]
     return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows, lambdas))

@@ -45,6 +45,9 @@ class RejectPrediction:
         DST-PLL's singleton beliefs and plausibilities.
     shares : ndarray of shape (n, l) or None
         PL-kNN's vote shares.
+    sets : ndarray of shape (n, l), bool, or None
+        Conformal prediction sets (:class:`pll.ConformalSets`): ``accept`` is
+        "the set is a single label".
     """
 
     labels: np.ndarray
@@ -54,6 +57,7 @@ class RejectPrediction:
     beliefs: np.ndarray | None = None
     plausibilities: np.ndarray | None = None
     shares: np.ndarray | None = None
+    sets: np.ndarray | None = None
 
     def per_class(self):
         """The per-class arrays this method fills, by column prefix."""
@@ -76,7 +80,15 @@ class RejectPrediction:
         for prefix, values in self.per_class().items():
             for j, name in enumerate(classes):
                 cols[f"{prefix}_{name}"] = values[:, j]
+        if self.sets is not None:
+            cols["set"], cols["set_size"] = set_labels(self.sets, classes), self.sets.sum(axis=1)
         return pd.DataFrame(cols)
+
+
+def set_labels(sets, classes):
+    """Each row's set of labels as one string, ``a|b`` (empty for an empty set), shape (n,), object."""
+    names = np.asarray([str(c) for c in classes], dtype=object)
+    return np.array(["|".join(names[row]) for row in np.asarray(sets, dtype=bool)], dtype=object)
 
 
 def in_candidates(classes, labels, S):
@@ -250,6 +262,23 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         accuracy.  Labels the model never saw are in no set.
         """
         return float(np.average(in_candidates(self.classes_, self.predict(X), S), weights=sample_weight))
+
+    def conformity(self, X, neighbors=None):
+        """How well each class fits each row, float64 of shape (n, l) in [0, 1]: higher = more conforming.
+
+        The per-class score that conformal prediction sets are built from
+        (:class:`pll.ConformalSets`); each method says what it is.  Every
+        class is a candidate here: sets are restricted to a row's own
+        candidates afterwards.
+        """
+        self._check_fitted()
+        X = check_X(self, X, reset=False)
+        nb = self._neighbors_for(X, neighbors)
+        cand = np.ones((nb.n_queries, self.n_classes_), dtype=bool)
+        return self._conformity(nb, self._predict(nb, cand, self._query_stream, "conformity"))
+
+    def _conformity(self, nb, prediction):
+        raise NotImplementedError
 
     def predict_with_reject(self, X, neighbors=None, candidates=None):
         """Predictions with the method's reject option.

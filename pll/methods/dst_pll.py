@@ -150,6 +150,14 @@ class DstPll(NeighborMethod):
         plausibilities = self.predict_with_reject(X, neighbors=neighbors).plausibilities
         return plausibilities / plausibilities.sum(axis=1, keepdims=True)
 
+    def _conformity(self, nb, prediction):
+        """Conformity of DST-PLL: the plausibility ``pl({y})`` of each class, unnormalised.
+
+        ``1 − pl({y}) = bel(Θ \\ {y})``, the evidence against ``y``: a class no
+        neighbor's bag speaks against stays fully plausible.
+        """
+        return prediction.plausibilities
+
     def _fit_derived(self):
         self.bag_bits_ = pack_bags(self.S_train_)
 

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ._aknn import eliminate
-from .base import NeighborMethod, RejectPrediction
+from .base import NeighborMethod, RejectPrediction, row_blocks
 
 
 def elimination_leads(scale, max_neighbors):
@@ -108,7 +108,11 @@ class PlAknn(NeighborMethod):
 
     It is a scikit-learn classifier over candidate sets (see
     :class:`~pll.methods.NeighborMethod`): :meth:`decision_function` is the
-    score above.  It has no ``predict_proba``: it keeps no per-class score.
+    score above.  It has no ``predict_proba``; its :meth:`conformity` (for
+    conformal prediction sets) is the share of the final neighborhood that
+    votes for each class: ``τ_y(K) / K``, where ``K`` is the step at which a
+    single label was left (``k*``), or ``T`` when labels still tie — the
+    counts the elimination was deciding on when it stopped.
 
     Attributes
     ----------
@@ -171,6 +175,18 @@ class PlAknn(NeighborMethod):
     def _bytes_per_row(self, k):
         # The neighbor columns and the outputs; the kernel's work arrays are (l,)-sized per call.
         return 8 * k + 32
+
+    def _conformity(self, nb, prediction):
+        """``τ_y(K) / K``: the share of the first ``K`` neighbors whose bag holds ``y`` (see the class docstring)."""
+        T = self.max_neighbors
+        # A decided query scored (T + 1 − k*) / T; an undecided one (score ≤ 0) used all T neighbors.
+        size = np.where(prediction.score > 0.0, np.rint(T + 1 - prediction.score * T), T).astype(np.int64)
+        out = np.empty((nb.n_queries, self.n_classes_))
+        for b in row_blocks(nb.n_queries, T * self.n_classes_):
+            within = np.arange(T) < size[b, None]
+            counts = np.einsum("qk,qkl->ql", within, self.S_train_[nb.indices[b, :T]], dtype=np.float64)
+            out[b] = counts / size[b, None]
+        return out
 
     def _predict_block(self, indices, distances, candidates, rows, stream):
         labels, score, guess = eliminate(indices, self.S_train_, candidates, self._leads, self._m_table, self.A_)

@@ -92,7 +92,11 @@ class PlKnn(NeighborMethod):
         The shares the score is taken from; a row whose neighbors cast no vote
         (their bags are all empty) gets ``1/l`` for every class.
         """
-        shares = self.predict_with_reject(X, neighbors=neighbors).shares
+        return self.conformity(X, neighbors=neighbors)
+
+    def _conformity(self, nb, prediction):
+        """Conformity of PL-kNN: each class's vote share, as :meth:`predict_proba` gives it."""
+        shares = prediction.shares
         return np.where(shares.sum(axis=1, keepdims=True) > 0.0, shares, 1.0 / self.n_classes_)
 
     def _predict_block(self, indices, distances, candidates, rows, stream):

@@ -1,0 +1,231 @@
+"""Conformal prediction sets from partial labels: the finite-sample quantile, the sets, and the coverage guarantee itself."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LogisticRegression
+
+import pll
+from pll.conformal import (
+    ConformalSets,
+    calibration_scores,
+    conformal_quantile,
+    conformity,
+    quantile_rank,
+    set_report,
+)
+from pll.errors import InvalidParameterError, NotFittedError, PllError
+from pll.noise import uniform
+from tests.oracles import loop_pl_aknn, nearest
+
+# --- the finite-sample quantile ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "alpha", "rank"),
+    [
+        (9, 0.1, 9),  # (n + 1)(1 − α) = 9 exactly: not rounded up to 10 by binary floating point
+        (8, 0.1, 9),  # 8.1 → 9 > n: q̂ = ∞
+        (19, 0.1, 18),
+        (4, 0.2, 4),  # 5 · 0.8 = 4 exactly
+        (99, 0.05, 95),
+        (1, 0.5, 1),
+        (0, 0.3, 1),
+    ],
+)
+def test_quantile_rank_is_the_ceiling_of_n_plus_one_times_one_minus_alpha(n, alpha, rank):
+    assert quantile_rank(n, alpha) == rank
+
+
+def test_conformal_quantile_on_hand_cases():
+    scores = [0.5, 0.1, 0.4, 0.2, 0.3, 0.9, 0.8, 0.6, 0.7]  # n = 9
+    assert conformal_quantile(scores, 0.1) == 0.9  # rank 9: the largest
+    assert conformal_quantile(scores, 0.2) == 0.8  # ceil(10 · 0.8) = 8
+    assert conformal_quantile(scores, 0.25) == 0.8  # ceil(7.5) = 8
+    assert conformal_quantile(scores[:8], 0.1) == math.inf  # rank 9 of 8 scores
+    assert conformal_quantile([0.3, 0.3, 0.3], 0.5) == 0.3  # ties: the value at the rank
+    assert conformal_quantile([], 0.5) == math.inf
+
+
+def test_calibration_scores_take_the_least_or_most_conforming_candidate():
+    conf = np.array([[0.7, 0.2, 0.1], [0.1, 0.5, 0.4], [0.3, 0.3, 0.4]])
+    bags = np.array([[1, 1, 0], [0, 1, 0], [0, 0, 0]], dtype=bool)  # the last bag is empty: every label
+    np.testing.assert_allclose(calibration_scores(conf, bags, "max"), [0.8, 0.5, 0.7])
+    np.testing.assert_allclose(calibration_scores(conf, bags, "min"), [0.3, 0.5, 0.6])
+    with pytest.raises(InvalidParameterError, match="variant"):
+        calibration_scores(conf, bags, "mean")
+
+
+# --- sets, p-values and the reject option on a fixed model -------------------------------------
+
+
+class Fixed:
+    """A 'classifier' whose probabilities are given: rows of ``X`` index a table."""
+
+    def __init__(self, table):
+        self.table = np.asarray(table, dtype=float)
+        self.classes_ = np.arange(self.table.shape[1])
+
+    def predict_proba(self, X):
+        return self.table[np.asarray(X, dtype=int)[:, 0]]
+
+
+def test_sets_p_values_and_reject_option_on_a_hand_case():
+    table = [[0.9, 0.1, 0.0], [0.6, 0.4, 0.0], [0.2, 0.3, 0.5], [0.05, 0.9, 0.05]]
+    model = Fixed(table)
+    # Calibration rows 0..3 with bags holding: {0}, {0, 1}, {2}, {1}: scores 0.1, 0.6, 0.5, 0.1.
+    cal = ConformalSets(model, alpha=0.2).fit([[0], [1], [2], [3]], [{0}, {0, 1}, {2}, {1}])
+    np.testing.assert_allclose(cal.calibration_scores_, [0.1, 0.1, 0.5, 0.6])
+    assert cal.quantile_ == 0.6  # rank ceil(5 · 0.8) = 4
+    sets = cal.predict_sets([[0], [1], [2]])
+    np.testing.assert_array_equal(sets, [[1, 0, 0], [1, 1, 0], [0, 0, 1]])
+    # p(y) = (1 + #{s_i ≥ s(x, y)}) / 5: row 1 has s = 0.4, 0.6, 1.0.
+    np.testing.assert_allclose(cal.p_values([[1]]), [[3 / 5, 2 / 5, 1 / 5]])
+    np.testing.assert_array_equal(cal.p_values([[0], [1], [2]]) > 0.2, sets)
+    r = cal.predict_with_reject([[0], [1], [2]])
+    np.testing.assert_array_equal(r.accept, [True, False, True])
+    np.testing.assert_array_equal(r.labels, [0, 0, 2])
+    np.testing.assert_allclose(r.score, [1 - 1 / 5, 1 - 2 / 5, 1 - 1 / 5])
+    np.testing.assert_array_equal(r.sets, sets)
+    # A row's own candidates cut its set (to nothing: rejected); a single candidate left scores 1.
+    r = cal.predict_with_reject([[1], [2]], candidates=[{1}, {0, 1}])
+    np.testing.assert_array_equal(r.sets, [[0, 1, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(r.labels, [1, 1])
+    assert r.accept.tolist() == [True, False] and r.score[0] == 1.0
+
+
+def test_an_empty_set_is_a_rejection_and_too_few_rows_give_every_label():
+    model = Fixed([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+    tight = ConformalSets(model, alpha=0.5).fit([[0], [0], [0]], [{0}, {0}, {0}])  # q̂ = 0
+    r = tight.predict_with_reject([[1], [0]])
+    assert r.sets[0].sum() == 0 and not r.accept[0] and r.accept[1]
+    loose = ConformalSets(model, alpha=0.1).fit([[0], [2]], [{0}, {1}])  # rank 3 of 2: q̂ = ∞
+    assert loose.quantile_ == math.inf and loose.predict_sets([[0], [1]]).all()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 30),
+    st.integers(2, 5),
+    st.floats(0.02, 0.6),
+    st.integers(0, 2**32 - 1),
+)
+def test_sets_are_the_labels_whose_p_value_exceeds_alpha(n_cal, l, alpha, seed):
+    rng = np.random.default_rng(seed)
+    table = rng.integers(0, 5, size=(n_cal + 10, l)) / 4.0  # coarse values: many ties
+    model = Fixed(table)
+    bags = rng.random((n_cal, l)) < 0.4
+    cal = ConformalSets(model, alpha=alpha).fit(np.arange(n_cal)[:, None], bags)
+    queries = np.arange(n_cal, n_cal + 10)[:, None]
+    np.testing.assert_array_equal(cal.predict_sets(queries), cal.p_values(queries) > alpha)
+    r = cal.predict_with_reject(queries)
+    np.testing.assert_array_equal(r.accept, r.sets.sum(axis=1) == 1)
+    assert (r.sets[r.accept, np.searchsorted(model.classes_, r.labels[r.accept])]).all()
+
+
+def test_refuses_an_unfitted_method_and_bad_alpha():
+    with pytest.raises(NotFittedError, match="other than the calibration rows"):
+        ConformalSets(pll.PlKnn()).fit([[0.0], [1.0]], [{0}, {1}])
+    model = Fixed([[1.0, 0.0]])
+    for alpha in (0.0, 1.0, -0.1, "0.1"):
+        with pytest.raises(PllError, match="alpha"):
+            ConformalSets(model, alpha=alpha).fit([[0]], [{0}])
+    with pytest.raises(NotFittedError, match="not calibrated"):
+        ConformalSets(model).predict_sets([[0]])
+
+
+# --- the methods' conformity -------------------------------------------------------------------
+
+
+def _blobs(n, seed, n_classes=4):
+    X, y = make_classification(
+        n_samples=n, n_features=5, n_informative=4, n_redundant=0, n_classes=n_classes,
+        n_clusters_per_class=1, class_sep=1.0, flip_y=0.05, random_state=seed,
+    )
+    return X, y
+
+
+def test_conformity_of_each_method_is_its_documented_per_class_score():
+    X, y = _blobs(260, 0)
+    S = uniform(y, 4, p=0.7, r=1, random_state=0)
+    Xq = X[200:]
+    knn = pll.PlKnn(n_neighbors=7).fit(X[:200], S[:200])
+    np.testing.assert_array_equal(knn.conformity(Xq), knn.predict_proba(Xq))
+    dst = pll.DstPll(n_neighbors=7).fit(X[:200], S[:200])
+    np.testing.assert_array_equal(dst.conformity(Xq), dst.predict_with_reject(Xq).plausibilities)
+    aknn = pll.PlAknn(max_neighbors=20).fit(X[:200], S[:200])
+    got = aknn.conformity(Xq)
+    order, _ = nearest(X[:200], Xq, 20)
+    for q in range(Xq.shape[0]):
+        _, decided_at, _ = loop_pl_aknn(order[q], S[:200], np.ones(4, bool), 200, 20, 0.5, 0.1)
+        size = decided_at or 20
+        np.testing.assert_allclose(got[q], S[:200][order[q, :size]].mean(axis=0), rtol=0, atol=1e-15)
+    assert ((got >= 0) & (got <= 1)).all()
+    with pytest.raises(InvalidParameterError, match="neither conformity nor predict_proba"):
+        conformity(object(), Xq)
+
+
+# --- the guarantee, over many seeds ------------------------------------------------------------
+
+
+def _coverage_over_seeds(make_method, alpha, n_seeds, bags_of, variant="max", n=900):
+    """Empirical coverage of the true label on fresh test rows, one split per seed."""
+    coverages, sizes = [], []
+    for seed in range(n_seeds):
+        X, y = _blobs(n, seed)
+        S = bags_of(y, seed)
+        fit, cal, test = np.split(np.random.default_rng(seed).permutation(n), [n // 3, 2 * n // 3])
+        method = make_method()
+        method = method.fit(X[fit], S[fit] if isinstance(method, pll.methods.NeighborMethod) else y[fit])
+        sets = ConformalSets(method, alpha=alpha, variant=variant).fit(X[cal], S[cal]).predict_sets(X[test])
+        report = set_report(sets, y[test])
+        coverages.append(report["coverage"])
+        sizes.append(report["mean_set_size"])
+    c = np.asarray(coverages)
+    return c.mean(), c.std(ddof=1) / np.sqrt(c.size), float(np.mean(sizes))
+
+
+def _noisy(y, seed):
+    return uniform(y, 4, p=0.7, r=2, random_state=seed)  # bags keep their true label
+
+
+@pytest.mark.parametrize("make_method", [
+    lambda: pll.PlKnn(n_neighbors=10),
+    lambda: pll.DstPll(n_neighbors=10),
+    lambda: pll.PlAknn(max_neighbors=30),
+], ids=["pl_knn", "dst_pll", "pl_aknn"])
+@pytest.mark.parametrize("alpha", [0.1, 0.2])
+def test_coverage_of_noisy_bags_that_keep_the_true_label_is_at_least_one_minus_alpha(make_method, alpha):
+    mean, se, size = _coverage_over_seeds(make_method, alpha, 40, _noisy)
+    assert mean >= 1 - alpha - 3 * se
+    assert size < 4  # the sets say something: fewer labels than all four
+
+
+def test_with_singleton_bags_and_tie_free_scores_coverage_is_not_far_above_one_minus_alpha():
+    # Exchangeable, continuous scores: 1 − α ≤ coverage ≤ 1 − α + 1/(n_cal + 1) in expectation.
+    alpha, n = 0.1, 900
+    mean, se, _ = _coverage_over_seeds(
+        lambda: LogisticRegression(max_iter=500), alpha, 60, lambda y, seed: np.eye(4, dtype=bool)[y], n=n
+    )
+    assert 1 - alpha - 3 * se <= mean <= 1 - alpha + 1 / (n // 3 + 1) + 3 * se
+
+
+def test_the_min_variant_covers_less_than_the_guaranteed_one_on_wide_bags():
+    wide = lambda y, seed: uniform(y, 4, p=1.0, r=2, random_state=seed)  # noqa: E731
+    guaranteed, _, _ = _coverage_over_seeds(lambda: pll.PlKnn(n_neighbors=10), 0.1, 20, wide)
+    optimistic, _, _ = _coverage_over_seeds(lambda: pll.PlKnn(n_neighbors=10), 0.1, 20, wide, variant="min")
+    assert optimistic < guaranteed
+
+
+def test_set_report_counts_sizes_and_per_class_coverage():
+    sets = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0], [0, 0, 1]], dtype=bool)
+    report = set_report(sets, [0, 1, 1, 0])
+    assert report == {
+        "mean_set_size": 1.0, "singleton_rate": 0.5, "empty_rate": 0.25,
+        "coverage": 0.5, "coverage_0": 0.5, "coverage_1": 0.5,
+    }
+    assert "coverage" not in set_report(sets)
