@@ -1,4 +1,4 @@
-"""PL A-kNN: the compiled method against the per-query loop of tests/test_pl_aknn.py.
+"""PL A-kNN: the compiled method against the per-query reference loop of tests/oracles.py.
 
 Both get the same precomputed neighbors (not timed).  The method is first run
 once on a tiny input, so numba's compilation (or the load from its on-disk
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import pll  # noqa: E402
 from pll.methods._aknn import _eliminate_kernel  # noqa: E402
 from pll.noise import uniform  # noqa: E402
-from tests.test_pl_aknn import loop_pl_aknn  # noqa: E402
+from tests.oracles import loop_pl_aknn  # noqa: E402
 
 
 def timed(fn):

@@ -12,7 +12,7 @@ from pll.experiment import check_run, make_split, plan_run, prediction_frames
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import metrics_table
 from tasks.caching import bounded
-from tasks.conformal import conformal_option
+from tasks.conformal import calibration_split, conformal_option
 from tasks.evaluate import evaluate
 from tasks.features import split_and_featurize
 from tasks.ingest import ingest
@@ -109,9 +109,10 @@ def pipeline(
     run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config, run_tags)
     try:
         raw = ingest(dataset, protocol, noisy_bags, mat_variables)
-        featurize_, neighbors_, method_, trust_, conformal_ = (
+        featurize_, neighbors_, method_, trust_, calibration_, conformal_ = (
             bounded(stage, raw.n_rows)
-            for stage in (split_and_featurize, find_neighbors, run_method, trust_option, conformal_option)
+            for stage in (split_and_featurize, find_neighbors, run_method, trust_option, calibration_split,
+                          conformal_option)
         )
         ds = bounded(add_noise, raw.n_rows)(raw, noise, noise_params, seed)
         rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
@@ -127,7 +128,8 @@ def pipeline(
                 for o in native
             ]
             if conformal_alpha is not None:
-                outputs += [conformal_.submit(m, plan.method_params[m], split, rows, neighbors, seed, conformal_alpha)
+                calibration = calibration_.submit(ds, rows, group.features, group.k, knn_backend, knn_options)
+                outputs += [conformal_.submit(m, plan.method_params[m], calibration, seed, conformal_alpha)
                             for m in group.methods]
             upstream += [split, neighbors, knn_logged]
         outputs = _results(upstream + outputs)[len(upstream):]

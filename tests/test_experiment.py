@@ -68,12 +68,13 @@ def test_conformal_sets_come_from_a_model_that_never_saw_its_calibration_rows():
                           conformal_alpha=0.2)
     out = next(o for o in result.outputs if o.option == "conformal")
     rows, data = result.rows, result.data
-    split = pll.features.featurize(data, rows.train, rows.test, "minmax")
     fit, val = rows.train[rows.fit], rows.train[rows.val]
-    holdout = pll.PlKnn(random_state=2).fit(split.X_train[rows.fit], data.S[fit])
-    sets = pll.ConformalSets(holdout, alpha=0.2).fit(split.X_train[rows.val], data.S[val])
-    np.testing.assert_array_equal(out.test.sets, sets.predict_sets(split.X_test))
-    np.testing.assert_array_equal(out.val.sets, sets.predict_sets(split.X_train[rows.val]))
+    # Features and model fitted on the fitting rows alone; validation and test rows are new rows to both.
+    scaler = pll.features.make_features("minmax").fit(data.X[fit])
+    holdout = pll.PlKnn(random_state=2).fit(scaler.transform(data.X[fit]), data.S[fit])
+    sets = pll.ConformalSets(holdout, alpha=0.2).fit(scaler.transform(data.X[val]), data.S[val])
+    np.testing.assert_array_equal(out.test.sets, sets.predict_sets(scaler.transform(data.X[rows.test])))
+    np.testing.assert_array_equal(out.val.sets, sets.predict_sets(scaler.transform(data.X[val])))
     metrics = result.metrics
     assert metrics["pl_knn.conformal.coverage"] == out.test.sets[np.arange(rows.test.size), data.y[rows.test]].mean()
     assert metrics["pl_knn.conformal.mean_set_size"] == out.test.sets.sum(axis=1).mean()
@@ -84,6 +85,29 @@ def test_conformal_sets_come_from_a_model_that_never_saw_its_calibration_rows():
     assert {o.option for o in without.outputs} == {"native", "trust"}
     with pytest.raises(InvalidParameterError, match="conformal_alpha"):
         run_protocol(ds, methods=["pl_knn"], conformal_alpha=1.5)
+
+
+def test_thresholds_are_also_chosen_from_bags_and_alone_so_without_true_labels():
+    noisy = pll.noise.apply_noise(pll.load_dataset("wine"), "uniform", {"p": 0.5, "r": 1}, random_state=4)
+    labelled = run_protocol(noisy, seed=4, methods=["pl_knn"], noise="none", conformal_alpha=None)
+    lambdas = (0.0, 0.05, 0.1, 0.15, 0.2)
+    val_rows = labelled.rows.train[labelled.rows.val]
+    for out in labelled.outputs:
+        metrics = {k.split(".", 2)[2]: v for k, v in labelled.metrics.items() if k.startswith(f"pl_knn.{out.option}.")}
+        for lam in lambdas:
+            # The bag bounds at the chosen threshold hold the validation rows' true R_λ.
+            accept = out.val.score > metrics[f"bag_cal_threshold_{lam:.2f}"]
+            true = pll.evaluation.reject_report(noisy.y[val_rows], out.val.labels, accept, (lam,))[f"risk_{lam:.2f}"]
+            assert metrics[f"bag_val_risk_lower_{lam:.2f}"] - 1e-12 <= true <= metrics[f"bag_val_risk_upper_{lam:.2f}"] + 1e-12
+            assert metrics[f"bag_val_risk_upper_{lam:.2f}"] <= lam + 1e-12  # never worse than rejecting all
+    unlabelled = pll.PartialLabelDataset(noisy.X, noisy.S, None, noisy.classes, "unlabelled")
+    blind = run_protocol(unlabelled, seed=4, methods=["pl_knn"], noise="none", conformal_alpha=None)
+    compared = [name for name in blind.metrics if ".cal_" in name]
+    assert len(compared) == 2 * 3 * len(lambdas)
+    for name in compared:  # without true labels the calibrated thresholds are the bags' choice
+        assert blind.metrics[name] == blind.metrics[name.replace(".cal_", ".bag_cal_")]
+        if "threshold" in name:  # which needs no labels, so it is the labelled run's too
+            assert blind.metrics[name] == labelled.metrics[name.replace(".cal_", ".bag_cal_")]
 
 
 def test_a_bad_parameter_is_refused_before_anything_is_computed():

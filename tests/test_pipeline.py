@@ -61,5 +61,5 @@ def test_artifacts_hold_config_summary_predictions_and_table(digits_run, tmp_pat
 def test_flow_returns_the_metrics_table(digits_run):
     _, result = digits_run
     table = result["metrics"]
-    # Every method is evaluated with its own reject option and with the trust score.
-    assert sorted(zip(table["method"], table["reject"])) == [("pl_knn", "native"), ("pl_knn", "trust")]
+    # Every method is evaluated with its own reject option, with the trust score and with conformal sets.
+    assert sorted(zip(table["method"], table["reject"])) == [("pl_knn", o) for o in ("conformal", "native", "trust")]

@@ -4,7 +4,8 @@
 ``tasks/`` calls and logs: :func:`make_split` (train, test, validation
 rows), :func:`find_neighbors` (one :class:`NeighborSet` per feature
 pipeline), :func:`run_method`, :func:`trust_option` and
-:func:`conformal_option` (a :class:`MethodOutput` per method and reject option), :func:`evaluate` (an :class:`Evaluation`) and
+:func:`conformal_option` (a :class:`MethodOutput` per method and reject
+option; the last on a :func:`calibration_split`), :func:`evaluate` (an :class:`Evaluation`) and
 :func:`prediction_frames`.  :func:`check_run` refuses a run's parameters
 before anything starts.  Names are imported on first use.
 """
@@ -25,6 +26,8 @@ _PUBLIC = {
     "SplitRows": ".split",
     "TRUE_LABELS": ".evaluation",
     "check_protocol": ".checks",
+    "CalibrationSplit": ".conformal",
+    "calibration_split": ".conformal",
     "check_run": ".checks",
     "conformal_option": ".conformal",
     "evaluate": ".evaluation",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..bag_bounds import calibrate_thresholds_from_bags
 from ..conformal import set_report
 from ..errors import InvalidDataError
 from ..evaluation import (
@@ -97,6 +98,10 @@ class _Judge:
             return correctness(labels, y_true=self.ds.y[self.idx], n_classes=self.ds.n_classes)
         return correctness(labels, bags=self.ds.S[self.idx[self.keep]])
 
+    def bag_calibration(self, pred, lambdas):
+        """Thresholds chosen from the bags alone: each λ's minimises the upper bound of ``R_λ`` (:mod:`pll.bag_bounds`)."""
+        return calibrate_thresholds_from_bags(pred.score, pred.labels, self.ds.S[self.idx], lambdas)
+
     def sets(self, pred):
         """What the prediction sets cost and cover (:func:`pll.conformal.set_report`); coverage needs true labels."""
         return set_report(pred.sets[self.keep], None if self.ds.y is None else self.ds.y[self.idx])
@@ -108,12 +113,32 @@ class _Judge:
         return partial_label_report(bags, pred.labels[self.keep], pred.accept[self.keep], lambdas)
 
 
+def bag_calibrated_metrics(calibration, score, correct):
+    """The thresholds chosen from bags (:func:`pll.bag_bounds.calibrate_thresholds_from_bags`) applied to test rows.
+
+    ``bag_cal_<what>_<λ>`` as :func:`pll.evaluation.calibrated_metrics` names
+    them, and the validation rows' bounds at the chosen threshold:
+    ``bag_val_risk_lower_<λ>``, ``bag_val_risk_upper_<λ>`` and
+    ``bag_rejects_all_<λ>`` (1.0 when the upper bound chose to reject every row).
+    """
+    out = {f"bag_{name}": value for name, value in calibrated_metrics(calibration, score, correct).items()}
+    columns = ("lambda", "risk_lower", "risk_upper", "rejects_all")
+    for lam, lower, upper, rejects_all in zip(*(calibration[c] for c in columns)):
+        out[f"bag_val_risk_lower_{lam:.2f}"] = float(lower)
+        out[f"bag_val_risk_upper_{lam:.2f}"] = float(upper)
+        out[f"bag_rejects_all_{lam:.2f}"] = float(rejects_all)
+    return out
+
+
 def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
     """Evaluate every :class:`~pll.experiment.MethodOutput` on the test rows, thresholds calibrated on validation rows.
 
     With true labels (``ds.y``) a prediction is correct when it equals the
     true label; without, when it lies in the row's bag (rows with an empty
-    bag are left out).
+    bag are left out).  The calibrated thresholds (``cal_*``) are chosen with
+    the true labels of the validation rows; without true labels, from their
+    bags, minimising the upper bound of ``R_λ`` (the same as ``bag_cal_*``,
+    which every run logs: the certified choice next to the true-label one).
     """
     test = _Judge(ds, rows.test, "test")
     val = _Judge(ds, rows.train[rows.val], "validation")
@@ -126,11 +151,14 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
         correct = test.correct(out.test)
         score = out.test.score[test.keep]
         sweep = threshold_sweep(score, correct)
-        cal = calibrate_thresholds(out.val.score[val.keep], val.correct(out.val), lambdas)
+        bag_cal = val.bag_calibration(out.val, lambdas)
+        # Without true labels the partial-label loss would calibrate on the optimistic lower bound.
+        cal = calibrate_thresholds(out.val.score[val.keep], val.correct(out.val), lambdas) if ds.y is not None else bag_cal
         report["aurc"] = aurc(sweep)
         if out.test.sets is not None:
             report.update(test.sets(out.test))
         report.update(calibrated_metrics(cal, score, correct))
+        report.update(bag_calibrated_metrics(bag_cal, score, correct))
         options.append(OptionEvaluation(
             out.method,
             out.option,

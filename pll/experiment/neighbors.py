@@ -9,43 +9,35 @@ from ..neighbors import NeighborIndex, NeighborResult
 
 @dataclass(frozen=True)
 class NeighborSet:
-    """Neighbors of one split: training rows' own and test rows'; validation and test rows' among the fitting rows.
-
-    ``test_holdout`` serves the model fitted on the fitting rows alone
-    (conformal sets, whose guarantee needs a model that never saw the
-    validation rows it is calibrated on).
-    """
+    """Neighbors of one split: training rows' own, test rows', and validation rows' among the fitting rows."""
 
     train: NeighborResult
     test: NeighborResult
     val: NeighborResult
-    test_holdout: NeighborResult
 
 
 def find_neighbors(split, rows, k: int, backend: str, options: dict | None = None) -> NeighborSet:
     """``k`` neighbors for every query set of the featurized ``split`` (validation indices refer to ``rows.fit``).
 
     One index over the training rows serves both their own neighbors and the
-    test rows'; the validation and test rows search a second index over the
-    fitting rows.
+    test rows'; the validation rows search a second index over the fitting rows.
     """
     options = dict(options or {})
     with NeighborIndex(split.X_train, k, backend, **options) as index:
         train, test = index.kneighbors(None), index.kneighbors(split.X_test)
     with NeighborIndex(split.X_train[rows.fit], k, backend, **options) as index:
-        val, test_holdout = index.kneighbors(split.X_train[rows.val]), index.kneighbors(split.X_test)
-    return NeighborSet(train=train, test=test, val=val, test_holdout=test_holdout)
+        val = index.kneighbors(split.X_train[rows.val])
+    return NeighborSet(train=train, test=test, val=val)
 
 
 def neighbor_metrics(features: str, neighbors: NeighborSet) -> dict:
     """The metrics of a neighbor set, as a run logs them: seconds spent, and recall for approximate backends.
 
     ``knn.<features>.build_seconds`` and ``.query_seconds`` sum over the two
-    indexes and four query sets; ``.recall`` is the lowest recall of the four
+    indexes and three query sets; ``.recall`` is the lowest recall of the three
     (each also as ``.<set>.recall``).
     """
-    results = {"train": neighbors.train, "test": neighbors.test, "val": neighbors.val,
-               "test_holdout": neighbors.test_holdout}
+    results = {"train": neighbors.train, "test": neighbors.test, "val": neighbors.val}
     prefix = f"knn.{features}"
     metrics = {
         f"{prefix}.build_seconds": neighbors.train.timings.get("build", 0.0) + neighbors.val.timings.get("build", 0.0),

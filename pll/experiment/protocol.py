@@ -10,7 +10,7 @@ from ..features import featurize
 from ..neighbors.registry import DEFAULT_BACKEND
 from ..noise import apply_noise
 from .checks import check_protocol
-from .conformal import DEFAULT_ALPHA, conformal_option
+from .conformal import DEFAULT_ALPHA, calibration_split, conformal_option
 from .evaluation import Evaluation, evaluate
 from .methods import run_method
 from .neighbors import find_neighbors, neighbor_metrics
@@ -96,6 +96,7 @@ def run_protocol(
             trust_option(o, split, rows, nb, knn_backend=knn_backend, knn_options=knn_options) for o in native
         ]
         if conformal_alpha is not None:
-            outputs += [conformal_option(m, plan.method_params[m], split, rows, nb, seed, conformal_alpha)
+            calibration = calibration_split(ds, rows, group.features, group.k, knn_backend, knn_options)
+            outputs += [conformal_option(m, plan.method_params[m], calibration, seed, conformal_alpha)
                         for m in group.methods]
     return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows, lambdas))
