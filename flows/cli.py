@@ -225,6 +225,10 @@ def build_parser():
     _add_knn_arguments(train)
     train.add_argument("--threshold", type=float, default=None,
                        help="accept rows whose score exceeds this (default: the method's own reject rule)")
+    train.add_argument("--reject-lambda", type=float, default=None, metavar="LAMBDA",
+                       help="choose the threshold that minimises R_LAMBDA on a 20%% hold-out: with true labels "
+                       "where the data has them, else from the bags alone (the upper bound of R_LAMBDA)")
+    _conformal_argument(train, "add to the model's output (set, set_size)")
     train.add_argument("--register", default=None, metavar="NAME", help="also register the model under NAME")
     train.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     _experiment_argument(train)
@@ -262,6 +266,9 @@ def preflight(args):
         check_run(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
                   noise_params=args.noise_params, methods=[args.method], method_params={args.method: args.method_params or {}},
                   features=args.features, knn_backend=args.knn_backend, knn_options=args.knn_options)
+        from pll.scoring import check_reject_options
+
+        check_reject_options(args.threshold, args.reject_lambda, args.conformal_alpha)
     elif args.command == "benchmark":
         from pll.grid import load_grid
 
@@ -378,6 +385,8 @@ def cmd_train(args):
         noise_params=args.noise_params,
         seed=args.seed,
         threshold=args.threshold,
+        reject_lambda=args.reject_lambda,
+        conformal_alpha=args.conformal_alpha,
         registered_name=args.register,
         tracking_uri=args.tracking_uri,
         experiment=args.experiment,

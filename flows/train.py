@@ -7,6 +7,7 @@ from prefect import flow
 from flows import LOG_PRINTS
 from pll import catalog
 from pll.experiment import check_run
+from pll.scoring import check_reject_options
 from pll.neighbors import DEFAULT_BACKEND
 from tasks.ingest import ingest
 from tasks.models import fit, input_example, log_model
@@ -29,6 +30,8 @@ def train(
     noise_params: dict | None = None,
     seed: int = 0,
     threshold: float | None = None,
+    reject_lambda: float | None = None,
+    conformal_alpha: float | None = catalog.DEFAULT_CONFORMAL_ALPHA,
     registered_name: str | None = None,
     tracking_uri: str | None = None,
     experiment: str = catalog.DEFAULT_EXPERIMENT,
@@ -45,7 +48,12 @@ def train(
     training and at scoring time) uses ``knn_backend`` with ``knn_options``.
 
     ``threshold`` (e.g. one calibrated by a benchmark) replaces the method's
-    own reject decision by ``score > threshold``.
+    own reject decision by ``score > threshold``; ``reject_lambda`` chooses
+    that threshold on a 20 % hold-out to minimise ``R_λ`` there (with true
+    labels, or without them the bags' upper bound: see
+    :func:`pll.scoring.calibrate_threshold`).  ``conformal_alpha`` (None:
+    none) adds prediction sets with coverage ≥ 1 − α to the model's output,
+    calibrated on the same hold-out.
 
     Returns a dict with ``model_uri`` (``models:/<model_id>``), ``model_id``,
     ``registered_uri`` when ``registered_name`` names a registered model, the
@@ -55,6 +63,7 @@ def train(
     check_run(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise,
               noise_params=noise_params, methods=[method], method_params={method: method_params or {}},
               features=features, knn_backend=knn_backend, knn_options=knn_options)
+    check_reject_options(threshold, reject_lambda, conformal_alpha)
     tracking_uri = resolve_tracking_uri(tracking_uri)
     config = {
         "dataset": dataset,
@@ -70,12 +79,15 @@ def train(
         "noise_params": noise_params or {},
         "seed": seed,
         "threshold": threshold,
+        "reject_lambda": reject_lambda,
+        "conformal_alpha": conformal_alpha,
         "registered_name": registered_name,
     }
     run_id = start_run(tracking_uri, experiment, f"train-{method}-{dataset}", config, tags={"pll.kind": "training"})
     try:
         ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
-        fitted = fit(ds, method, method_params, features, seed, threshold, knn_backend, knn_options)
+        fitted = fit(ds, method, method_params, features, seed, threshold, knn_backend, knn_options, conformal_alpha,
+                     reject_lambda)
         logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), registered_name)
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")

@@ -24,9 +24,13 @@ import pandas as pd
 
 from .data import tabular
 from .data.tabular import CANDIDATES
+from ._random import seed_to_int
+from .catalog import DEFAULT_CONFORMAL_ALPHA
 from .errors import DataFileError, InvalidDataError, InvalidParameterError
+from .evaluation import _check_lambdas
 from .features import make_features
 from .methods import make_method
+from .methods.base import set_labels
 from .neighbors import use_backend
 
 TABLE_FORMATS = (".csv", ".parquet")
@@ -71,6 +75,12 @@ class FittedModel:
     reject_threshold : float or None
         A row is accepted when its score exceeds this (e.g. a threshold
         calibrated in a benchmark); None keeps the method's own decision.
+    set_predictor : SetPredictor or None
+        Conformal prediction sets of new rows (``set``, ``set_size`` columns);
+        None for a model trained without them (or pickled before they existed).
+    calibration : dict or None
+        How ``reject_threshold`` was chosen on a hold-out
+        (:func:`calibrate_threshold`), when it was.
     """
 
     method: str
@@ -81,6 +91,8 @@ class FittedModel:
     classes: np.ndarray
     fingerprint: str
     reject_threshold: float | None = None
+    set_predictor: SetPredictor | None = None
+    calibration: dict | None = None
 
     @property
     def threshold(self):
@@ -94,8 +106,9 @@ class FittedModel:
         """Predictions for the rows of ``table`` (feature columns by name, optional ``candidates``).
 
         Returns a table of ``len(table)`` rows with ``label`` (a class name),
-        ``accept``, ``score``, ``guess`` and the method's per-class columns
-        (e.g. ``belief_<class>``).
+        ``accept``, ``score``, ``guess``, the method's per-class columns
+        (e.g. ``belief_<class>``) and, when the model has a set predictor,
+        ``set`` (its labels joined by ``|``) and ``set_size``.
         """
         X, S = match_features(table, self.feature_names, self.classes, source)
         return self.predict(X, S)
@@ -108,17 +121,112 @@ class FittedModel:
         frame["label"] = self.classes[result.labels]
         if self.reject_threshold is not None:
             frame["accept"] = frame["score"].to_numpy() > self.reject_threshold
+        if self.set_predictor is not None:
+            sets = self.set_predictor.predict_sets(X, candidates)
+            frame["set"], frame["set_size"] = set_labels(sets, self.classes), sets.sum(axis=1)
         return frame
 
 
+@dataclass(frozen=True, eq=False)
+class SetPredictor:
+    """Conformal prediction sets for new rows (:mod:`pll.conformal`), shipped with a :class:`FittedModel`.
+
+    The coverage guarantee needs a scorer that never saw its calibration
+    rows, so this is a second feature pipeline and method, fitted on part of
+    the training rows (``n_fit``), calibrated on the others (``n_calibration``);
+    the main model, fitted on every row, still gives labels and accept flags.
+
+    Attributes
+    ----------
+    transformer : sklearn transformer
+    sets : ConformalSets
+        The calibrated sets over the second method.
+    n_fit, n_calibration : int
+    """
+
+    transformer: object
+    sets: object
+    n_fit: int
+    n_calibration: int
+
+    def predict_sets(self, X, candidates=None):
+        """The prediction set of every raw feature row, bool (n, l), within its candidates."""
+        Xt = np.asarray(self.transformer.transform(X), dtype=np.float64)
+        return self.sets.predict_sets(Xt, candidates=candidates)
+
+
+@dataclass(frozen=True, eq=False)
+class Holdout:
+    """A feature pipeline and method fitted on a seeded part of the rows, and the other rows, transformed.
+
+    What a model trained on every row cannot give: a scorer that never saw
+    some rows, to calibrate prediction sets and reject thresholds on them.
+    """
+
+    transformer: object
+    estimator: object
+    rows: np.ndarray
+    X: np.ndarray
+    n_fit: int
+
+
+def fit_holdout(ds, method, params=None, features="minmax", random_state=None, knn="exact", knn_params=None,
+                fraction=0.2) -> Holdout:
+    """Fit ``features`` and ``method`` on a seeded ``1 − fraction`` of the rows of ``ds``; hold out the rest."""
+    from .data import split_indices
+
+    fit, held_out = split_indices(ds.n_rows, fraction, seed_to_int(random_state))
+    transformer = use_backend(make_features(features), knn, knn_params)
+    X_fit = np.asarray(transformer.fit_transform(ds.X[fit]), dtype=np.float64)
+    estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_params, keep=params or {})
+    estimator.fit(X_fit, ds.S[fit])
+    X = np.asarray(transformer.transform(ds.X[held_out]), dtype=np.float64)
+    return Holdout(transformer, estimator, held_out, X, int(fit.size))
+
+
+def fit_set_predictor(ds, holdout: Holdout, alpha=DEFAULT_CONFORMAL_ALPHA) -> SetPredictor:
+    """Prediction sets of the ``holdout`` model, calibrated on its held-out rows' bags."""
+    from .conformal import ConformalSets
+
+    sets = ConformalSets(holdout.estimator, alpha=alpha).fit(holdout.X, ds.S[holdout.rows])
+    return SetPredictor(holdout.transformer, sets, holdout.n_fit, int(holdout.rows.size))
+
+
+def calibrate_threshold(ds, holdout: Holdout, lam) -> dict:
+    """The reject threshold minimising ``R_λ`` on the held-out rows, for a model fitted on every row.
+
+    With true labels, :func:`pll.evaluation.calibrate_thresholds`; without,
+    from the bags alone: the upper bound of ``R_λ`` is minimised
+    (:func:`pll.bag_bounds.calibrate_thresholds_from_bags`).  Returns
+    ``threshold``, ``risk`` (held-out, the upper bound without labels),
+    ``rejection_rate`` and, without labels, ``risk_lower`` and ``rejects_all``.
+    """
+    from .bag_bounds import calibrate_thresholds_from_bags
+    from .evaluation import calibrate_thresholds
+
+    pred = holdout.estimator.predict_with_reject(holdout.X)
+    if ds.y is not None:
+        table = calibrate_thresholds(pred.score, pred.labels == ds.y[holdout.rows], (lam,))
+    else:
+        table = calibrate_thresholds_from_bags(pred.score, pred.labels, ds.S[holdout.rows], (lam,))
+    return {name: (bool(v) if name == "rejects_all" else float(v)) for name, v in table.iloc[0].items()
+            if name != "lambda"}
+
+
 def fit_model(ds, method, params=None, features="minmax", random_state=None, threshold=None, knn="exact",
-              knn_params=None) -> FittedModel:
+              knn_params=None, conformal_alpha=DEFAULT_CONFORMAL_ALPHA, reject_lambda=None) -> FittedModel:
     """Fit the feature pipeline and ``method`` (with ``params``) on every row of ``ds``.
 
     ``threshold``, when given, replaces the method's own reject decision by
-    ``score > threshold``.  Neighbor searches of the features and of the
-    method (now and when scoring) use the backend ``knn`` with ``knn_params``,
-    unless ``params`` set the method's own.
+    ``score > threshold``; ``reject_lambda`` instead chooses it on a
+    hold-out, to minimise ``R_λ`` (:func:`calibrate_threshold`: true labels if
+    the data has them, else the bags' upper bound).  Neighbor searches of the
+    features and of the method (now and when scoring) use the backend ``knn``
+    with ``knn_params``, unless ``params`` set the method's own.
+    ``conformal_alpha`` (None: none) adds prediction sets that hold the true
+    label with probability ≥ 1 − α (:func:`fit_set_predictor`; the bags must
+    hold their true labels).  Both are calibrated on the same hold-out, 20 %
+    of the rows, whose model is fitted on the other 80 %.
 
     Examples
     --------
@@ -132,17 +240,36 @@ def fit_model(ds, method, params=None, features="minmax", random_state=None, thr
     >>> model.predict_frame(new)["label"].tolist()
     ['setosa', 'versicolor']
     """
+    check_reject_options(threshold, reject_lambda, conformal_alpha)
     names = tuple(feature_names(ds))
-    check_no_clash(names, (ROW, CANDIDATES, "label", "accept", "score", "guess"), ds.name)
+    check_no_clash(names, (ROW, CANDIDATES, "label", "accept", "score", "guess", "set", "set_size"), ds.name)
     transformer = use_backend(make_features(features), knn, knn_params)
     X = np.asarray(transformer.fit_transform(ds.X), dtype=np.float64)
     estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_params, keep=params or {})
     estimator.fit(X, ds.S)
     classes = np.asarray(ds.classes).astype(str)
-    if threshold is not None and not np.isfinite(threshold):
-        raise InvalidParameterError(f"threshold must be a finite number, got {threshold!r}")
+    set_predictor, calibration = None, None
+    if conformal_alpha is not None or reject_lambda is not None:
+        holdout = fit_holdout(ds, method, params, features, random_state, knn, knn_params)
+        if conformal_alpha is not None:
+            set_predictor = fit_set_predictor(ds, holdout, conformal_alpha)
+        if reject_lambda is not None:
+            calibration = calibrate_threshold(ds, holdout, reject_lambda)
+            threshold = calibration["threshold"]
     return FittedModel(method, estimator, transformer, features, names, classes, ds.fingerprint(),
-                       None if threshold is None else float(threshold))
+                       None if threshold is None else float(threshold), set_predictor, calibration)
+
+
+def check_reject_options(threshold=None, reject_lambda=None, conformal_alpha=None):
+    """Refuse a training's reject options that cannot work (see :func:`fit_model`), before anything is fitted."""
+    if threshold is not None and not (isinstance(threshold, float | int) and np.isfinite(threshold)):
+        raise InvalidParameterError(f"threshold must be a finite number, got {threshold!r}")
+    if threshold is not None and reject_lambda is not None:
+        raise InvalidParameterError("give a threshold or a reject_lambda to choose one, not both")
+    if reject_lambda is not None:
+        _check_lambdas((reject_lambda,))
+    if conformal_alpha is not None and not (isinstance(conformal_alpha, float | int) and 0 < conformal_alpha < 1):
+        raise InvalidParameterError(f"conformal_alpha must be a number in (0, 1) or None, got {conformal_alpha!r}")
 
 
 def check_no_clash(input_columns, output_columns, source):

@@ -35,6 +35,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pll.data.tabular import CANDIDATES, SEPARATOR
 from pll.errors import InvalidParameterError, ModelNotFoundError
+from pll.catalog import DEFAULT_CONFORMAL_ALPHA
 from pll.scoring import FittedModel, feature_names, fit_model
 
 from .progress import logged_progress
@@ -60,11 +61,12 @@ class PllPyfuncModel(mlflow.pyfunc.PythonModel):
 
 @task(name="fit-model", cache_policy=NO_CACHE, task_run_name="fit-{method}")
 def fit(ds, method: str, params: dict | None, features: str, seed: int, threshold: float | None = None,
-        knn_backend: str = "exact", knn_options: dict | None = None) -> FittedModel:
+        knn_backend: str = "exact", knn_options: dict | None = None,
+        conformal_alpha: float | None = DEFAULT_CONFORMAL_ALPHA, reject_lambda: float | None = None) -> FittedModel:
     """Fit ``features`` and ``method`` on every row of ``ds`` (see :func:`pll.scoring.fit_model`)."""
     with logged_progress():
         return fit_model(ds, method, params, features, random_state=seed, threshold=threshold, knn=knn_backend,
-                         knn_params=knn_options)
+                         knn_params=knn_options, conformal_alpha=conformal_alpha, reject_lambda=reject_lambda)
 
 
 def input_example(ds, rows=EXAMPLE_ROWS) -> pd.DataFrame:
@@ -111,6 +113,8 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
     client.set_tag(run_id, "data_fingerprint", fitted.fingerprint)
     log_json(client, run_id, summary, "dataset_summary.json")
     client.log_param(run_id, "reject_threshold", json.dumps(fitted.threshold))
+    for name, value in (fitted.calibration or {}).items():  # how the threshold was chosen, on the hold-out
+        client.log_metric(run_id, f"holdout.{name}", float(value))
     model = client.create_logged_model(
         run.info.experiment_id,
         name=MODEL_NAME,
@@ -178,7 +182,16 @@ def describe(fitted: FittedModel) -> dict:
         "data_fingerprint": fitted.fingerprint,
         "n_features": len(fitted.feature_names),
         "classes": [str(c) for c in fitted.classes],
+        **set_predictor_params(fitted.set_predictor),
     }
+
+
+def set_predictor_params(predictor) -> dict:
+    """What the model's conformal sets are: α, the threshold q̂ (a string: it may be inf) and the rows behind them."""
+    if predictor is None:
+        return {"conformal_alpha": None}
+    return {"conformal_alpha": predictor.sets.alpha, "conformal_quantile": repr(predictor.sets.quantile_),
+            "conformal_fit_rows": predictor.n_fit, "conformal_calibration_rows": predictor.n_calibration}
 
 
 def load_model(model_uri: str, tracking_uri: str) -> tuple[FittedModel, dict]:

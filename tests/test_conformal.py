@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -229,3 +230,34 @@ def test_set_report_counts_sizes_and_per_class_coverage():
         "coverage": 0.5, "coverage_0": 0.5, "coverage_1": 0.5,
     }
     assert "coverage" not in set_report(sets)
+
+
+# --- a trained model's sets and threshold (pll train / pll score) ------------------------------
+
+
+def test_a_trained_model_ships_sets_from_a_holdout_and_can_choose_its_threshold_there():
+    from pll.scoring import calibrate_threshold, fit_holdout, fit_model
+
+    ds = pll.noise.apply_noise(pll.load_dataset("wine"), "uniform", {"p": 0.5, "r": 1}, random_state=1)
+    model = fit_model(ds, "pl_knn", random_state=1, conformal_alpha=0.2, reject_lambda=0.1)
+    holdout = fit_holdout(ds, "pl_knn", random_state=1)
+    assert model.set_predictor.n_fit + model.set_predictor.n_calibration == ds.n_rows
+    assert model.set_predictor.n_fit == holdout.n_fit  # the same seeded hold-out
+    # The sets are those of the hold-out model, calibrated on the rows it never saw.
+    expected = ConformalSets(holdout.estimator, alpha=0.2).fit(holdout.X, ds.S[holdout.rows])
+    table = pd.DataFrame(ds.X[:20], columns=list(model.feature_names))
+    frame = model.predict_frame(table)
+    sets = expected.predict_sets(holdout.transformer.transform(ds.X[:20]))
+    assert frame["set"].tolist() == ["|".join(model.classes[row]) for row in sets]
+    assert (frame["set_size"] == sets.sum(axis=1)).all()
+    # The threshold minimises R_0.10 on the hold-out: with true labels here, from the bags without them.
+    assert model.threshold == model.calibration["threshold"] == calibrate_threshold(ds, holdout, 0.1)["threshold"]
+    blind = pll.PartialLabelDataset(ds.X, ds.S, None, ds.classes, "blind")
+    bound = calibrate_threshold(blind, holdout, 0.1)
+    assert bound["risk_lower"] <= bound["risk"] <= 0.1 + 1e-12 and "rejects_all" in bound
+    plain = fit_model(ds, "pl_knn", random_state=1, conformal_alpha=None)
+    assert plain.set_predictor is None and "set" not in plain.predict_frame(table)
+    with pytest.raises(InvalidParameterError, match="not both"):
+        fit_model(ds, "pl_knn", threshold=0.5, reject_lambda=0.1)
+    with pytest.raises(InvalidParameterError, match="conformal_alpha"):
+        fit_model(ds, "pl_knn", conformal_alpha=1.0)

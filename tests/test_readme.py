@@ -26,3 +26,13 @@ def test_library_example_runs_and_is_far_above_chance():
     )
     assert report["accuracy"] > 0.9
     assert report["covered_accuracy"] >= report["accuracy"]
+
+
+def test_conformal_example_runs_and_covers():
+    code = next(block for block in re.findall(r"```python\n(.*?)```", README, re.S) if "ConformalSets" in block)
+    namespace = {}
+    exec(compile(code.replace("print(", "_ = ("), "README.md", "exec"), namespace)
+    sets, ds, test = namespace["sets"], namespace["ds"], namespace["test"]
+    coverage = sets[namespace["np"].arange(test.size), ds.y[test]].mean()
+    assert coverage >= 0.85  # 1 − α = 0.9 in expectation; 447 test rows
+    assert sets.sum(axis=1).mean() < 5  # far from all ten digits

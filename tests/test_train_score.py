@@ -647,7 +647,8 @@ def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
         return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=600)
 
-    trained = pll("train", "--dataset", "iris", "--method", "pl_knn", "--register", "iris-knn")
+    trained = pll("train", "--dataset", "iris", "--method", "pl_knn", "--register", "iris-knn",
+                  "--reject-lambda", "0.1", "--conformal-alpha", "0.2")
     assert trained.returncode == 0, trained.stderr[-3000:]
     lines = trained.stdout.strip().splitlines()
     model_uri = lines[-1]
@@ -662,6 +663,13 @@ def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
     assert scored.returncode == 0, scored.stderr[-3000:]
     assert (tmp_path / "scored.parquet").is_file() and (tmp_path / "scored.review.parquet").is_file()
     assert "150 rows" in scored.stdout
+    # Each row's conformal set, as labels and a size, in the output and in the review queue.
+    rows, queue = pd.read_parquet(tmp_path / "scored.parquet"), pd.read_parquet(tmp_path / "scored.review.parquet")
+    assert (rows["set"].str.split("|").map(len) == rows["set_size"]).all()
+    assert set(rows["set"].str.split("|").explode()) <= set(ds.classes) and {"set", "set_size"} <= set(queue.columns)
+    run = MlflowClient(uri).get_run(load_model(model_uri, uri)[1]["run_id"])
+    assert run.data.params["reject_lambda"] == "0.1" and run.data.params["conformal_alpha"] == "0.2"
+    assert run.data.metrics["holdout.risk"] <= 0.1 + 1e-12  # the chosen threshold beats rejecting all on the hold-out
 
     missing = pll("score", "--model", "models:/m-0000", "--input", "new.csv", "--output", "x.parquet")
     assert missing.returncode == 2
