@@ -53,33 +53,28 @@ COLUMNS = ("coverage", "worst_class_cov", "mean_set_size", "singleton_rate", "em
            "rejection_rate", "q_hat")
 
 
-def summary(sets, labels, accept, y_test, n_classes):
-    """The set metrics and the reject option's covered accuracy (NaN when nothing is accepted) and rejection rate."""
-    report = set_report(sets, y_test)
-    reject = reject_report(y_test, labels, accept, n_classes=n_classes)
-    return {
-        "coverage": report["coverage"],
-        "worst_class_cov": min(v for k, v in report.items() if k.startswith("coverage_")),
-        "mean_set_size": report["mean_set_size"],
-        "singleton_rate": report["singleton_rate"],
-        "empty_rate": report["empty_rate"],
-        "covered_accuracy": reject["covered_accuracy"] if accept.any() else math.nan,
-        "rejection_rate": reject["rejection_rate"],
-    }
-
-
-def from_run(metrics, method):
-    """The run's ``<method>.conformal.*`` metrics, in the names of :func:`summary`."""
-    m = {k.split(".", 2)[2]: v for k, v in metrics.items() if k.startswith(f"{method}.conformal.")}
+def _row(m, accepted_any):
+    """The columns of a table row from set and reject metrics ``m`` (covered accuracy NaN when nothing is accepted)."""
     return {
         "coverage": m["coverage"],
         "worst_class_cov": min(v for k, v in m.items() if k.startswith("coverage_")),
         "mean_set_size": m["mean_set_size"],
         "singleton_rate": m["singleton_rate"],
         "empty_rate": m["empty_rate"],
-        "covered_accuracy": m["covered_accuracy"] if m["rejection_rate"] < 1.0 else math.nan,
+        "covered_accuracy": m["covered_accuracy"] if accepted_any else math.nan,
         "rejection_rate": m["rejection_rate"],
     }
+
+
+def summary(sets, labels, accept, y_test, n_classes):
+    """The set metrics and the reject option's covered accuracy and rejection rate, from predictions."""
+    return _row({**set_report(sets, y_test), **reject_report(y_test, labels, accept, n_classes=n_classes)}, accept.any())
+
+
+def from_run(metrics, method):
+    """The run's ``<method>.conformal.*`` metrics, in the names of :func:`summary`."""
+    m = {k.split(".", 2)[2]: v for k, v in metrics.items() if k.startswith(f"{method}.conformal.")}
+    return _row(m, m["rejection_rate"] < 1.0)
 
 
 def direct(data, rows, seed):

@@ -18,6 +18,7 @@ _PUBLIC = {
     "PlKnn": ".methods",
     "RejectPrediction": ".methods",
     "TrustScore": ".trust_score",
+    "bag_bounds": ".bag_bounds",
     "conformal": ".conformal",
     "errors": ".errors",
     "evaluation": ".evaluation",
