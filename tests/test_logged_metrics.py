@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pll.data import PartialLabelDataset
+from pll.bag_bounds import calibrate_thresholds_from_bags
+from pll.conformal import set_report
+from pll.data import PartialLabelDataset, load_dataset
 from pll.errors import InvalidDataError
 from pll.evaluation import (
     aurc,
@@ -19,7 +21,9 @@ from pll.evaluation import (
     threshold_sweep,
 )
 from pll.experiment import MethodOutput, evaluate, make_split, prediction_frames
+from pll.experiment.evaluation import bag_calibrated_metrics
 from pll.methods import METHODS, RejectPrediction
+from pll.noise import apply_noise
 
 PER_CLASS_PREFIXES = ("belief", "plausibility", "share")
 
@@ -31,16 +35,23 @@ def option_columns(frame, option, base_option):
     return labels.to_numpy(), frame[f"{prefix}accept"].to_numpy(), frame[f"{prefix}score"].to_numpy()
 
 
-def recompute(test, val, option, base_option, n_classes):
-    """Every metric of one (method, option), from its test and validation predictions tables."""
+def recompute(test, val, option, base_option, classes, val_bags):
+    """Every metric of one (method, option), from its test and validation predictions tables (and the validation bags)."""
     labels, accept, score = option_columns(test, option, base_option)
     y = test["y_true"].to_numpy()
-    report = reject_report(y, labels, accept, n_classes=n_classes)
+    report = reject_report(y, labels, accept, n_classes=len(classes))
     correct = labels == y
     report["aurc"] = aurc(threshold_sweep(score, correct))
     val_labels, _, val_score = option_columns(val, option, base_option)
     calibration = calibrate_thresholds(val_score, val_labels == val["y_true"].to_numpy())
     report.update(calibrated_metrics(calibration, score, correct))
+    bag_calibration = calibrate_thresholds_from_bags(val_score, val_labels, val_bags)
+    report.update(bag_calibrated_metrics(bag_calibration, score, correct))
+    if f"{option}_set" in test:
+        names = test[f"{option}_set"].str.split("|")
+        sets = np.array([[c in row for c in classes] for row in names])
+        assert (sets.sum(axis=1) == test[f"{option}_set_size"]).all()
+        report.update(set_report(sets, y))
     return report
 
 
@@ -65,6 +76,7 @@ def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_h
     assert set(options) == set(methods) and len(logged) > 30 * len(methods)
 
     recomputed = {}
+    bags = apply_noise(load_dataset("digits"), "auto", None, 0).S  # the run's bags: digits, noise auto, seed 0
     for method, opts in options.items():
         base = "native" if "native" in opts else min(opts)
         test = pd.read_parquet(root / "predictions" / f"{method}.parquet")
@@ -72,7 +84,7 @@ def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_h
         assert len(test) == 360 and test["row"].is_unique and val["row"].is_unique
         assert not set(test["row"]) & set(val["row"])  # the hold-out never sees test rows
         for option in opts:
-            for key, value in recompute(test, val, option, base, len(classes)).items():
+            for key, value in recompute(test, val, option, base, classes, bags[val["row"].to_numpy()]).items():
                 recomputed[f"{method}.{option}.{key}"] = value
             if option != base:
                 assert f"{option}_score" in test and f"{option}_accept" in test
@@ -83,7 +95,7 @@ def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_h
     for name, value in recomputed.items():
         assert logged[name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
     # Names sort by method, then reject option; λ with two decimals.
-    assert all(re.fullmatch(r"[a-z_]+\.[a-z_]+\.[a-z_]+(_\d\.\d\d)?", name) for name in logged)
+    assert all(re.fullmatch(r"[a-z_]+\.[a-z_]+\.([a-z_]+(_\d\.\d\d)?|coverage_\d+)", name) for name in logged)
     check_curves_figures_and_report(root, logged, options)
 
 
