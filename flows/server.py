@@ -49,6 +49,21 @@ STARTUP_TIMEOUT_SECONDS = 180
 is set: Prefect's own default of 20 s is missed on a loaded two-core machine (6-15 s when idle)."""
 
 
+def startup_timeout(settings=None):
+    """Seconds the temporary server may take to start: the user's setting, else :data:`STARTUP_TIMEOUT_SECONDS`.
+
+    The user's setting is ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` from wherever Prefect reads it
+    (environment, profile, ``.env``); only Prefect's own default of 20 s is replaced.  ``settings`` defaults to
+    Prefect's current settings (tests pass their own).
+    """
+    from prefect.settings import get_current_settings
+
+    ephemeral = (get_current_settings() if settings is None else settings).server.ephemeral
+    if "startup_timeout_seconds" in ephemeral.model_fields_set:
+        return ephemeral.startup_timeout_seconds
+    return STARTUP_TIMEOUT_SECONDS
+
+
 class TemporaryServerError(RuntimeError):
     """Prefect's temporary server did not start."""
 
@@ -109,8 +124,7 @@ def temporary_server():
     home.mkdir(parents=True, exist_ok=True)
     log = home / "temporary-server.log"
     server = _tied_server()
-    timeout_setting = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
-    timeout = timeout_setting.value() if timeout_setting.name in os.environ else STARTUP_TIMEOUT_SECONDS
+    timeout = startup_timeout()
     try:
         with _descriptors_to(log):
             server.start(timeout=timeout)
@@ -118,7 +132,7 @@ def temporary_server():
         server.stop()
         raise TemporaryServerError(
             f"Prefect's temporary server did not start within {timeout} s "
-            f"(its log: {log}); set {timeout_setting.name} to wait longer, "
+            f"(its log: {log}); set {PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.name} to wait longer, "
             "or start a server (prefect server start) and point PREFECT_API_URL at it"
         ) from None
     os.environ[PREFECT_API_URL.name] = server.api_url

@@ -263,8 +263,11 @@ class RiskScorer:
 def make_risk_scorer(lam=0.10):
     """A scorer for ``GridSearchCV`` and ``cross_val_score``: ``−R_λ`` of the estimator's own reject option.
 
-    ``scoring="accuracy"`` cannot judge candidate sets, and ignores the
-    reject option; this scorer does both (see :class:`RiskScorer`).
+    ``scoring="accuracy"`` needs 1-d labels (with candidate sets scikit-learn
+    scores every fold NaN, with only a warning) and ignores the reject
+    option; this scorer takes candidate sets and judges the reject option
+    (see :class:`RiskScorer`), and the estimators' default ``score`` takes
+    candidate sets too.
 
     Examples
     --------

@@ -20,6 +20,7 @@ from .data import PartialLabelDataset
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import row_blocks
 from .neighbors import NeighborIndex, kneighbors, use_backend
+from .progress import track
 from .validation import check_params, check_X
 
 _EPS = 1e-12
@@ -254,12 +255,17 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         return state
 
     def _smooth(self, Z, neighbor_rows, nb):
-        """Step 3: move each row towards the Gaussian-weighted mean of its neighbors, then L2-normalize."""
+        """Step 3: move each row towards the Gaussian-weighted mean of its neighbors, then L2-normalize.
+
+        Block by block through :func:`pll.progress.track`: at a million rows this loop takes minutes, so it
+        reports progress and stops between blocks when asked (another stage of the run failed).
+        """
         sigma = np.median(nb.distances, axis=1, keepdims=True) + _EPS
         w = np.exp(-(nb.distances**2) / (2.0 * sigma**2))
         w /= w.sum(axis=1, keepdims=True) + _EPS
         mean = np.empty_like(Z)
-        for rows in row_blocks(Z.shape[0], 8 * nb.indices.shape[1] * Z.shape[1]):  # gathered (rows, k, d) neighbors
+        gathered = 8 * nb.indices.shape[1] * Z.shape[1]  # bytes per row of the gathered (rows, k, d) neighbors
+        for rows in track(row_blocks(Z.shape[0], gathered), f"{type(self).__name__} smoothing"):
             mean[rows] = np.einsum("qk,qkd->qd", w[rows], neighbor_rows[nb.indices[rows]])
         return _l2_rows((1.0 - self.alpha_) * Z + self.alpha_ * mean)
 

@@ -210,3 +210,54 @@ def test_a_prefect_server_that_does_not_answer_is_one_line(argv, tmp_path):
                                        "[Errno 111] Connection refused; start it (prefect server start) or unset "
                                        "PREFECT_API_URL to let pll start a temporary one"]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("env, timeout", [(None, 180), ("7", 7)])
+def test_the_temporary_server_gets_a_generous_start_up_timeout_unless_the_user_sets_one(env, timeout, monkeypatch,
+                                                                                         tmp_path):
+    """Prefect's own 20 s is missed on a loaded machine, so pll waits 180 s; a limit the user set wins.
+
+    Prefect's server is replaced by one that records the timeout it is started with and does not start,
+    so the test starts no process.
+    """
+    from prefect.context import SettingsContext, get_settings_context
+    from prefect.settings import Settings
+
+    from flows import server
+
+    name = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    if env is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, env)
+    started = []
+
+    class Unstartable:
+        def start(self, timeout):
+            started.append(timeout)
+            raise RuntimeError("did not start")
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(server, "_tied_server", Unstartable)
+    # The settings a pll process started with this environment reads (Prefect's are read once, at import).
+    with SettingsContext(profile=get_settings_context().profile, settings=Settings()):
+        assert server.startup_timeout() == timeout
+        with pytest.raises(server.TemporaryServerError, match=f"did not start within {timeout} s"):
+            with server.temporary_server():
+                pass
+    assert started == [timeout]
+
+
+@pytest.mark.parametrize("command", ["run", "train", "benchmark", "score"])
+def test_help_of_commands_that_start_a_server_says_how_to_wait_longer_or_use_a_running_one(command, monkeypatch):
+    from flows.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps to the terminal and may split a long name on a narrow one
+    (commands,) = [a for a in build_parser()._actions if a.dest == "command"]
+    text = " ".join(commands.choices[command].format_help().split())
+    assert "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" in text
+    assert "PREFECT_API_URL" in text

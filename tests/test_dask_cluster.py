@@ -4,9 +4,11 @@ The hand-started cluster is real processes on loopback: ``dask scheduler``
 and two ``dask worker`` processes, torn down whatever happens.
 """
 
+import contextlib
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from distributed import Client, get_task_stream
 from mlflow.tracking import MlflowClient
 
-from tests.processes import free_port, stop
+from tests.processes import descendants, free_port, stop
 from flows.cli import main
 from flows.cluster import LOCAL, dask_cluster
 
@@ -130,3 +132,48 @@ def test_local_clusters_listen_on_loopback_only(start):
         opened = _listeners() - before
     assert opened, "the cluster opened no listening socket"
     assert {ip for ip, _ in opened} == {"127.0.0.1"}, opened
+
+
+def _prefect_server_ports(pid):
+    """The ports that Prefect servers among ``pid``'s descendants were started on (their ``--port`` argument)."""
+    import psutil
+
+    ports = set()
+    for proc in descendants(pid):
+        with contextlib.suppress(psutil.Error):
+            command = proc.cmdline()
+            if "prefect.server.api.server:create_app" in command:
+                ports.add(int(command[command.index("--port") + 1]))
+    return ports
+
+
+def test_pll_run_on_a_local_cluster_listens_on_loopback_only(tmp_path):
+    """Everything a real ``pll run`` starts (Prefect's temporary server, the LocalCluster) binds loopback.
+
+    The listeners of its whole process tree are sampled until the run ends, so each process is seen while
+    it serves.
+    """
+    import psutil
+
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PLL_CACHE_DIR": str(tmp_path / "cache"),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env.pop("PREFECT_API_URL", None)  # pll starts its temporary server
+    with open(tmp_path / "console.log", "w") as console:
+        run = subprocess.Popen([str(BIN / "pll"), "run", "--dataset", "iris", "--methods", "pl_knn",
+                                "--dask-address", "local"], cwd=tmp_path, env=env, stdout=console,
+                               stderr=subprocess.STDOUT)
+    opened, server_ports = set(), set()
+    try:
+        while run.poll() is None:
+            server_ports |= _prefect_server_ports(run.pid)
+            with contextlib.suppress(psutil.NoSuchProcess):  # the run ended between poll() and here
+                opened |= _listeners(run.pid)
+            time.sleep(0.2)
+    finally:
+        stop([run])
+    output = (tmp_path / "console.log").read_text()
+    assert run.returncode == 0, output[-6000:]
+    assert "| pl_knn" in output
+    assert server_ports and server_ports <= {port for _, port in opened}, (server_ports, opened)
+    assert {port for _, port in opened} - server_ports, "no listener of the Dask cluster was seen"
+    assert {ip for ip, _ in opened} <= {"127.0.0.1", "::1"}, opened

@@ -245,3 +245,21 @@ def test_a_failed_stage_stops_the_stages_still_running(prefect_harness):
     with pytest.raises(InvalidDataError, match="row 3 of the input is bad"):
         state.result()
     assert 5 <= len(ran) < 2_000  # stopped, not run to its end
+
+
+def test_pl_aknn_preprocessing_reports_its_smoothing_and_stops_when_asked(data, monkeypatch):
+    """The smoothing loop (minutes at 1M rows) reports each block and ends at the next block after a stop request."""
+    X, _ = data
+    monkeypatch.setattr(base, "BLOCK_BYTES", 8 * 10 * 4 * 100)  # 100 rows per block at smooth_k=10, 4 features
+    quiet = pll.PlAknnPreprocessor(smooth_k=10, density_k=20).fit_transform(X)
+    found, listening = collect()
+    with listening:
+        loud = pll.PlAknnPreprocessor(smooth_k=10, density_k=20).fit_transform(X)
+    assert [p.done for p in check_run(found, "PlAknnPreprocessor smoothing", 600)] == [100, 200, 300, 400, 500, 600]
+    np.testing.assert_array_equal(loud, quiet)
+
+    lines = []
+    smoothing_reported = lambda: any(p.what == "PlAknnPreprocessor smoothing" for p in lines)  # noqa: E731
+    with reporting(lines.append, min_rows=1, every_seconds=0.0, clock=ticking(), stop=smoothing_reported):
+        with pytest.raises(Stopped, match="PlAknnPreprocessor smoothing: stopped at row 100"):
+            pll.PlAknnPreprocessor(smooth_k=10, density_k=20).fit(X)

@@ -271,6 +271,29 @@ def test_risk_scorer_scores_the_reject_option_in_a_grid_search(data):
     assert repr(scorer) == "make_risk_scorer(0.1)"
 
 
+def test_grid_search_scoring_with_candidate_sets_and_with_labels(data):
+    """The default scoring takes candidate sets; scikit-learn's ``scoring="accuracy"`` needs 1-d labels.
+
+    "accuracy" compares ``predict`` with ``y`` itself, so on a candidate matrix every fold fails (NaN with
+    only a warning, unless ``error_score="raise"``) and the estimator cannot step in; the README says so
+    and points to the default score or :func:`make_risk_scorer`.
+    """
+    X, S, y, _, _ = data
+    folds, grid = KFold(3), {"n_neighbors": [3, 9]}
+    sets = label_sets(S)
+    for candidates, rows_of in ((S, lambda rows: S[rows]), (sets, lambda rows: [sets[i] for i in rows])):
+        search = GridSearchCV(pll.PlKnn(), grid, cv=folds, error_score="raise").fit(X, candidates)
+        for k, score in zip(grid["n_neighbors"], search.cv_results_["mean_test_score"]):
+            own = [pll.PlKnn(n_neighbors=k).fit(X[train], rows_of(train)).score(X[test], rows_of(test))
+                   for train, test in folds.split(X)]
+            assert score == pytest.approx(np.mean(own))  # partial-label accuracy, fold by fold
+    on_labels = GridSearchCV(pll.PlKnn(), grid, scoring="accuracy", cv=folds, error_score="raise").fit(X, y)
+    scores = on_labels.cv_results_["mean_test_score"]
+    assert np.isfinite(scores).all() and (scores > 0.5).all()
+    with pytest.raises(ValueError, match="can't handle a mix of multilabel-indicator and multiclass targets"):
+        GridSearchCV(pll.PlKnn(), grid, scoring="accuracy", cv=folds, error_score="raise").fit(X, S)
+
+
 def test_models_read_from_memory_maps_predict(tmp_path, data):
     X, S, _, Q, _ = data
     for method in METHODS:
