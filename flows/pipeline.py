@@ -120,7 +120,8 @@ def pipeline(
         for group in plan.groups:
             split = featurize_.submit(ds, rows, group.features, knn_backend, knn_options)
             neighbors = neighbors_.submit(split, rows, group.k, knn_backend, knn_options)
-            knn_logged = log_neighbors.submit(tracking_uri, run_id, group.features, neighbors)
+            if group.k:
+                upstream.append(log_neighbors.submit(tracking_uri, run_id, group.features, neighbors))
             native = [method_.submit(m, plan.method_params[m], split, rows, neighbors, seed) for m in group.methods]
             # Every method is evaluated a second time with the trust score as its reject option.
             outputs += native + [
@@ -131,7 +132,7 @@ def pipeline(
                 calibration = calibration_.submit(ds, rows, group.features, group.k, knn_backend, knn_options)
                 outputs += [conformal_.submit(m, plan.method_params[m], calibration, seed, conformal_alpha)
                             for m in group.methods]
-            upstream += [split, neighbors, knn_logged]
+            upstream += [split, neighbors]
         outputs = _results(upstream + outputs)[len(upstream):]
         evaluation = evaluate(outputs, ds, rows)
         table = metrics_table(evaluation.metrics)

@@ -37,8 +37,8 @@ class CalibrationSplit:
 
     split: FeatureSplit
     n_val: int
-    val: NeighborResult
-    test: NeighborResult
+    val: NeighborResult | None
+    test: NeighborResult | None
 
     @property
     def X_val(self):
@@ -51,11 +51,13 @@ class CalibrationSplit:
 
 def calibration_split(ds, rows, features: str, k: int, knn_backend: str, knn_options: dict | None = None,
                       ) -> CalibrationSplit:
-    """The :class:`CalibrationSplit` of ``rows`` for ``features``, with ``k`` neighbors per query."""
+    """The :class:`CalibrationSplit` of ``rows`` for ``features``, with ``k`` neighbors per query (none for 0)."""
     val_rows = rows.train[rows.val]
     split = featurize(ds, rows.train[rows.fit], np.concatenate([val_rows, rows.test]), features,
                       knn=knn_backend, knn_params=knn_options)
     n_val = val_rows.size
+    if k == 0:  # methods that need no neighbors
+        return CalibrationSplit(split, n_val, None, None)
     with NeighborIndex(split.X_train, k, knn_backend, **dict(knn_options or {})) as index:
         val, test = index.kneighbors(split.X_test[:n_val]), index.kneighbors(split.X_test[n_val:])
     return CalibrationSplit(split, n_val, val, test)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sklearn.base import clone
 
 from ..methods import RejectPrediction, make_method
+from .neighbors import query_set
 
 
 @dataclass(frozen=True)
@@ -32,17 +33,17 @@ class MethodOutput:
 def run_method(name: str, params: dict | None, split, rows, neighbors, seed: int) -> MethodOutput:
     """Fit method ``name`` on the split's training rows and predict with its own reject option.
 
-    ``neighbors`` (a :class:`~pll.experiment.NeighborSet` of ``split``) are
-    reused, not searched again.  A clone fitted on the fitting rows
+    ``neighbors`` (a :class:`~pll.experiment.NeighborSet` of ``split``, or
+    None for a method that needs none) are reused, not searched again.  A clone fitted on the fitting rows
     ``rows.fit`` only predicts the validation rows ``rows.val``.
     """
     clf = make_method(name, params, random_state=seed)
-    clf.fit(split.X_train, split.train.S, neighbors=neighbors.train)
+    clf.fit(split.X_train, split.train.S, neighbors=query_set(neighbors, "train"))
     holdout = clone(clf).fit(split.X_train[rows.fit], split.train.S[rows.fit])
     return MethodOutput(
         name,
         split.features,
-        test=clf.predict_with_reject(split.X_test, neighbors=neighbors.test),
+        test=clf.predict_with_reject(split.X_test, neighbors=query_set(neighbors, "test")),
         train=clf.disambiguate(),
-        val=holdout.predict_with_reject(split.X_train[rows.val], neighbors=neighbors.val),
+        val=holdout.predict_with_reject(split.X_train[rows.val], neighbors=query_set(neighbors, "val")),
     )

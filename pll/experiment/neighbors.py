@@ -16,12 +16,20 @@ class NeighborSet:
     val: NeighborResult
 
 
-def find_neighbors(split, rows, k: int, backend: str, options: dict | None = None) -> NeighborSet:
+def query_set(neighbors: NeighborSet | None, name: str) -> NeighborResult | None:
+    """The ``train``, ``test`` or ``val`` result of ``neighbors``; None when the run searched none (``k = 0``)."""
+    return None if neighbors is None else getattr(neighbors, name)
+
+
+def find_neighbors(split, rows, k: int, backend: str, options: dict | None = None) -> NeighborSet | None:
     """``k`` neighbors for every query set of the featurized ``split`` (validation indices refer to ``rows.fit``).
 
     One index over the training rows serves both their own neighbors and the
     test rows'; the validation rows search a second index over the fitting rows.
+    ``k = 0`` (methods that need no neighbors) searches nothing: None.
     """
+    if k == 0:
+        return None
     options = dict(options or {})
     with NeighborIndex(split.X_train, k, backend, **options) as index:
         train, test = index.kneighbors(None), index.kneighbors(split.X_test)
@@ -30,13 +38,15 @@ def find_neighbors(split, rows, k: int, backend: str, options: dict | None = Non
     return NeighborSet(train=train, test=test, val=val)
 
 
-def neighbor_metrics(features: str, neighbors: NeighborSet) -> dict:
+def neighbor_metrics(features: str, neighbors: NeighborSet | None) -> dict:
     """The metrics of a neighbor set, as a run logs them: seconds spent, and recall for approximate backends.
 
     ``knn.<features>.build_seconds`` and ``.query_seconds`` sum over the two
     indexes and three query sets; ``.recall`` is the lowest recall of the three
-    (each also as ``.<set>.recall``).
+    (each also as ``.<set>.recall``).  No neighbor set, no metrics.
     """
+    if neighbors is None:
+        return {}
     results = {"train": neighbors.train, "test": neighbors.test, "val": neighbors.val}
     prefix = f"knn.{features}"
     metrics = {

@@ -7,6 +7,7 @@ import warnings
 from ..neighbors.registry import DEFAULT_BACKEND
 from ..trust_score import DEFAULT_CLASS_SETS, DEFAULT_THRESHOLD, partial_label_trust, with_trust
 from .methods import MethodOutput
+from .neighbors import query_set
 
 
 def trust_option(
@@ -40,8 +41,8 @@ def trust_option(
         holdout = partial_label_trust(
             split.X_train[fit], S[fit], train.labels[fit], train.accept[fit], class_sets, **params
         )
-    test_scores = full.score(split.X_test, output.test.labels, neighbors=neighbors.test)
-    val_scores = holdout.score(split.X_train[rows.val], output.val.labels, neighbors=neighbors.val)
+    test_scores = full.score(split.X_test, output.test.labels, neighbors=query_set(neighbors, "test"))
+    val_scores = holdout.score(split.X_train[rows.val], output.val.labels, neighbors=query_set(neighbors, "val"))
     return MethodOutput(
         output.method,
         output.features,
