@@ -190,8 +190,9 @@ def _coverage_over_seeds(make_method, alpha, n_seeds, bags_of, variant="max", n=
     return c.mean(), c.std(ddof=1) / np.sqrt(c.size), float(np.mean(sizes))
 
 
-def _noisy(y, seed):
-    return uniform(y, 4, p=0.7, r=2, random_state=seed)  # bags keep their true label
+def _noisy(p):
+    """Bags that keep their true label: a wrong label added to a share ``p`` of the rows."""
+    return lambda y, seed: uniform(y, 4, p=p, r=1, random_state=seed)
 
 
 @pytest.mark.parametrize("make_method", [
@@ -199,11 +200,13 @@ def _noisy(y, seed):
     lambda: pll.DstPll(n_neighbors=10),
     lambda: pll.PlAknn(max_neighbors=30),
 ], ids=["pl_knn", "dst_pll", "pl_aknn"])
-@pytest.mark.parametrize("alpha", [0.1, 0.2])
-def test_coverage_of_noisy_bags_that_keep_the_true_label_is_at_least_one_minus_alpha(make_method, alpha):
-    mean, se, size = _coverage_over_seeds(make_method, alpha, 40, _noisy)
+@pytest.mark.parametrize(("alpha", "p"), [(0.1, 0.05), (0.2, 0.1)])
+def test_coverage_of_noisy_bags_that_keep_the_true_label_is_at_least_one_minus_alpha(make_method, alpha, p):
+    # Noise below α keeps q̂ below 1, so the sets are informative and the coverage is not trivially 1
+    # (with more than α of the bags holding an implausible label every set becomes every class).
+    mean, se, size = _coverage_over_seeds(make_method, alpha, 40, _noisy(p))
     assert mean >= 1 - alpha - 3 * se
-    assert size < 4  # the sets say something: fewer labels than all four
+    assert size < 3  # of four classes
 
 
 def test_with_singleton_bags_and_tie_free_scores_coverage_is_not_far_above_one_minus_alpha():
