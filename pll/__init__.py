@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "ConformalSets": ".conformal",
     "DstPll": ".methods",
+    "Ipal": ".methods",
     "PartialLabelDataset": ".data",
     "PlAknn": ".methods",
     "PlAknnPreprocessor": ".features",

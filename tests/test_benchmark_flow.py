@@ -1,6 +1,7 @@
 """End to end: benchmark grids against a real Prefect server, MLflow store and Dask LocalCluster."""
 
 import json
+import time
 from collections import Counter
 
 import numpy as np
@@ -29,11 +30,20 @@ def in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
-def task_states(tag):
-    """(task name, state name) -> count, over the task runs carrying ``tag``."""
+def task_states(tag, wait=60.0):
+    """(task name, state name) -> count, over the task runs carrying ``tag``.
+
+    The server records a task's final state shortly after the task ends (later
+    on a loaded machine), so this reads again, for up to ``wait`` seconds,
+    while some run still shows a state that is not final.
+    """
+    deadline = time.monotonic() + wait
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(task_run_filter=TaskRunFilter(tags=TaskRunFilterTags(all_=[tag])), limit=200)
-    return Counter((run.task_key.rsplit("-", 1)[0].split(".")[-1], run.state.name) for run in runs)
+        while True:
+            runs = client.read_task_runs(task_run_filter=TaskRunFilter(tags=TaskRunFilterTags(all_=[tag])), limit=500)
+            if all(run.state.is_final() for run in runs) or time.monotonic() > deadline:
+                return Counter((run.task_key.rsplit("-", 1)[0].split(".")[-1], run.state.name) for run in runs)
+            time.sleep(1.0)
 
 
 def grid_runs(uri, experiment):
@@ -142,7 +152,8 @@ def test_failing_cell_is_reported_and_a_restart_runs_only_the_missing_cells(
     parents, children = grid_runs(tracking_uri, "resume")
     assert len(parents) == 1 and parents[0].info.status == "FAILED"
     parent_id = parents[0].info.run_id
-    assert sorted(c.info.status for c in children) == ["FAILED", "FINISHED"]
+    # The missing file is refused before the cell's run is created: its failure is on the parent only.
+    assert sorted(c.info.status for c in children) == ["FINISHED"]
     iris_run = next(c for c in children if c.data.params["dataset"] == "iris")
     failures_file = MlflowClient(tracking_uri).download_artifacts(parent_id, "failures.json", str(in_tmp))
     failures = json.loads(open(failures_file).read())
@@ -161,7 +172,7 @@ def test_failing_cell_is_reported_and_a_restart_runs_only_the_missing_cells(
     iris_runs = [c for c in children if c.data.params["dataset"] == "iris"]
     assert [c.info.run_id for c in iris_runs] == [iris_run.info.run_id]  # not run twice
     late_runs = sorted(c.info.status for c in children if c.data.params["dataset"] == str(late))
-    assert late_runs == ["FAILED", "FINISHED"]
+    assert late_runs == ["FINISHED"]
     # The combined table covers both cells, the earlier one read back from its MLflow run.
     assert sorted(set(result["metrics"]["dataset"])) == sorted(["iris", str(late)])
     assert parents[0].data.metrics["cells_finished"] == 2 and parents[0].data.metrics["cells_failed"] == 0

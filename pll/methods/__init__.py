@@ -4,10 +4,11 @@ from ..errors import InvalidParameterError
 from ..validation import check_params
 from .base import NeighborMethod, RejectPrediction, predict_with_reject
 from .dst_pll import DstPll
+from .ipal import Ipal
 from .pl_aknn import PlAknn
 from .pl_knn import PlKnn
 
-METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn}
+METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal}
 
 
 def make_method(name, params=None, random_state=None):
@@ -34,6 +35,7 @@ def make_method(name, params=None, random_state=None):
 __all__ = [
     "METHODS",
     "DstPll",
+    "Ipal",
     "NeighborMethod",
     "PlAknn",
     "PlKnn",
