@@ -16,6 +16,7 @@ _PUBLIC = {
     "PartialLabelDataset": ".data",
     "PlAknn": ".methods",
     "PlAknnPreprocessor": ".features",
+    "PlClassifier": ".methods",
     "PlKnn": ".methods",
     "RejectPrediction": ".methods",
     "TrustScore": ".trust_score",

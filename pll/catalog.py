@@ -17,6 +17,7 @@ METHODS = {
     "dst_pll": "DST-PLL: Yager-combined evidence of the neighbors' bags, belief/plausibility reject rule",
     "pl_aknn": "PL A-kNN: adaptive neighborhoods that widen until one label clearly leads",
     "ipal": "IPAL: label propagation over a reconstruction graph, then minimum-error reconstruction",
+    "pl_classifier": "any scikit-learn classifier (parameter estimator) trained by cross-fitted disambiguation",
 }
 
 FEATURE_PIPELINES = {

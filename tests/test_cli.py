@@ -38,6 +38,28 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
     assert len(runs) == 1
 
 
+@pytest.mark.slow
+def test_run_with_the_strong_learners_and_every_reject_option(tmp_path):
+    """IPAL on the shared kNN graph, and a meta-estimator that needs no neighbors, through the command line."""
+    uri = f"sqlite:///{tmp_path / 'strong.db'}"
+    out = _pll("run", "--dataset", "wine", "--methods", "ipal,pl_classifier", "--method-params",
+               '{"pl_classifier": {"estimator": "hist_gradient_boosting", "max_rounds": 3}}',
+               "--method-features", '{"pl_classifier": "standard"}', "--conformal-alpha", "0.2",
+               cwd=tmp_path, env={"MLFLOW_TRACKING_URI": uri})
+    assert out.returncode == 0, out.stderr[-3000:]
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("pll").experiment_id])
+    metrics, params = run.data.metrics, run.data.params
+    for method in ("ipal", "pl_classifier"):
+        assert {f"{method}.{option}.risk_0.10" for option in ("native", "trust", "conformal")} <= set(metrics)
+        assert 0.0 <= metrics[f"{method}.conformal.mean_set_size"] <= 3.0
+    assert params["methods.pl_classifier.estimator"] == "hist_gradient_boosting"
+    # PL-kNN's features searched neighbors for IPAL; the meta-estimator's own features searched none.
+    assert "knn.minmax.recall" not in metrics and "knn.minmax.query_seconds" in metrics
+    assert not any(name.startswith("knn.standard.") for name in metrics)
+    assert "| ipal" in out.stdout and "| pl_classifier" in out.stdout
+
+
 def test_unknown_dataset_is_one_line_without_traceback(tmp_path):
     out = _pll("run", "--dataset", "no-such-set", cwd=tmp_path)
     assert out.returncode != 0

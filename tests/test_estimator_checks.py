@@ -16,8 +16,8 @@ from sklearn.utils.estimator_checks import check_estimator
 import pll
 
 # Defaults, except PL A-kNN's T = 50, which needs more training rows than the checks' data sets hold.
-ESTIMATORS = [pll.PlKnn(), pll.DstPll(), pll.PlAknn(max_neighbors=5), pll.Ipal(n_neighbors=5), pll.TrustScore(),
-              pll.PlAknnPreprocessor()]
+ESTIMATORS = [pll.PlKnn(), pll.DstPll(), pll.PlAknn(max_neighbors=5), pll.Ipal(n_neighbors=5), pll.PlClassifier(),
+              pll.TrustScore(), pll.PlAknnPreprocessor()]
 
 
 @pytest.fixture

@@ -6,9 +6,10 @@ from .base import NeighborMethod, RejectPrediction, predict_with_reject
 from .dst_pll import DstPll
 from .ipal import Ipal
 from .pl_aknn import PlAknn
+from .pl_classifier import PlClassifier
 from .pl_knn import PlKnn
 
-METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal}
+METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal, "pl_classifier": PlClassifier}
 
 
 def make_method(name, params=None, random_state=None):
@@ -38,6 +39,7 @@ __all__ = [
     "Ipal",
     "NeighborMethod",
     "PlAknn",
+    "PlClassifier",
     "PlKnn",
     "RejectPrediction",
     "make_method",

@@ -1,0 +1,451 @@
+"""PlClassifier: any scikit-learn classifier trained from candidate sets by cross-fitted disambiguation."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import has_fit_parameter
+
+from .._random import pick_among, seed_to_int
+from ..errors import InvalidParameterError, NotFittedError
+from ..validation import check_params, check_X, encode_bags
+from .base import NeighborMethod, RejectPrediction, in_candidates
+
+# Probabilities within this relative distance of the best count as tied.
+TIE_RTOL = 1e-9
+# Training rows PL-kNN's initialisation needs: 10 neighbors of each row, the row itself excluded.
+PL_KNN_INIT_NEIGHBORS = 10
+
+
+def _logistic_regression(random_state):
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(max_iter=1000)
+
+
+def _hist_gradient_boosting(random_state):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(random_state=random_state)
+
+
+def _random_forest(random_state):
+    from sklearn.ensemble import RandomForestClassifier
+
+    return RandomForestClassifier(random_state=random_state)
+
+
+def _sgd(random_state):
+    from sklearn.linear_model import SGDClassifier
+
+    return SGDClassifier(loss="log_loss", random_state=random_state)
+
+
+ESTIMATORS = {
+    "logistic_regression": _logistic_regression,
+    "hist_gradient_boosting": _hist_gradient_boosting,
+    "random_forest": _random_forest,
+    "sgd": _sgd,
+}
+"""Inner estimators by name: name -> factory taking the seed (``PlClassifier``'s ``random_state``)."""
+
+
+def _fit_inner(template, X, y, weights):
+    """A clone of ``template`` fitted on ``(X, y)`` with ``sample_weight``, and the classes of its columns.
+
+    Fewer than two distinct labels (a fold whose rows all share one class) get a
+    prior-predicting :class:`~sklearn.dummy.DummyClassifier`, since most
+    classifiers refuse a single class.
+    """
+    if np.unique(y).size < 2:
+        from sklearn.dummy import DummyClassifier
+
+        model = DummyClassifier(strategy="prior")
+    else:
+        model = clone(template, safe=False)
+    model.fit(X, y, sample_weight=weights)
+    classes = getattr(model, "classes_", None)
+    return model, np.unique(y) if classes is None else np.asarray(classes)
+
+
+def _inner_proba(model, classes, X, n_classes):
+    """``model.predict_proba(X)`` with its columns placed at their class indices, float64 of shape (n, n_classes)."""
+    P = np.zeros((X.shape[0], n_classes))
+    P[:, classes.astype(np.int64)] = model.predict_proba(X)
+    return P
+
+
+def _restricted(P, bags):
+    """``P`` restricted to each row's bag and renormalised; a row whose bag gets no probability: uniform over the bag."""
+    W = np.where(bags, P, 0.0)
+    total = W.sum(axis=1, keepdims=True)
+    ok = total > 0.0
+    uniform = bags / bags.sum(axis=1, keepdims=True)
+    return np.where(ok, W / np.where(ok, total, 1.0), uniform)
+
+
+class PlClassifier(ClassifierMixin, BaseEstimator):
+    """Any scikit-learn classifier trained from candidate sets by iterative, cross-fitted disambiguation.
+
+    In the spirit of PRODEN (Lv et al., ICML 2020): every training row ``i`` is
+    expanded into one copy per candidate label ``c`` of its bag ``S_i``, with
+    weight ``w_ic`` (the weights of a row sum to 1).  The inner ``estimator``
+    is fitted on the copies with ``sample_weight=w``; the new weights are its
+    predicted probabilities restricted to the bag and renormalised; and so on
+    until the weights settle.  A row whose bag gets zero probability falls
+    back to uniform weights over its bag.  An empty bag counts as all classes.
+
+    **Cross-fitting.**  The probabilities that re-estimate a row's weights come
+    from a model that never saw the row: each round splits the rows (not the
+    copies: a row's copies stay together) into ``n_folds`` folds, seeded by
+    ``(random_state, round)``; for each fold a clone is fitted on the other
+    folds' copies and predicts the fold's rows.  Without it, an estimator that
+    fits its training rows exactly (a deep forest, boosting with many trees)
+    would return the weights it was given and the iteration would stop where
+    it started.  After the last round a final clone, :attr:`estimator_`, is
+    fitted on all copies with the final weights; it makes the predictions.
+
+    Rounds stop when the largest change of a weight is below ``tol``
+    (``converged_``) or after ``max_rounds``.  Folds are drawn afresh every
+    round, so the out-of-fold probabilities of a high-variance estimator keep
+    moving by more than a small ``tol``: expect it to run all ``max_rounds``
+    (``weight_changes_`` shows by how much the weights still move).  Warm
+    starts are not used: each fit starts from scratch.
+
+    It is a scikit-learn classifier over candidate sets like the kNN methods
+    (see :class:`~pll.methods.NeighborMethod` for the forms of ``S``,
+    ``classes_`` and :meth:`score`), but needs no neighbors: the ``neighbors``
+    arguments of its methods are accepted, so that the pipeline can pass
+    every method the same arguments, and ignored.
+
+    Parameters
+    ----------
+    estimator : estimator, str or None, default=None
+        The inner classifier: an unfitted scikit-learn classifier whose
+        ``fit`` takes ``sample_weight`` and that has ``predict_proba``
+        (cloned, never fitted itself); the name of one in :data:`ESTIMATORS`
+        (``"logistic_regression"``, ``"hist_gradient_boosting"``,
+        ``"random_forest"``, ``"sgd"`` — ``SGDClassifier(loss="log_loss")``),
+        built at ``fit`` with ``random_state`` as its seed, so that
+        :meth:`get_params` and :func:`~sklearn.base.clone` keep the name; or
+        None for ``LogisticRegression(max_iter=1000)``.  A given estimator's
+        own ``random_state`` is left as it is.  A pipeline is refused (its
+        ``fit`` routes ``sample_weight`` only to named steps).  The inner
+        estimator is fitted on class indices ``0..l-1``.
+    max_rounds : int, default=20
+        Most disambiguation rounds (each fits ``n_folds`` clones); 0 fits the
+        final estimator on the uniform initial weights (no disambiguation).
+    tol : float, default=1e-3
+        Stop when no weight changed by ``tol`` or more in a round.
+    n_folds : int, default=5
+        Folds of the cross-fitting, at least 2; ``fit`` needs at least as
+        many rows.
+    init : {"uniform", "pl_knn"}, default="uniform"
+        Initial weights: ``1/|S_i|`` on every candidate, or the vote shares of
+        :class:`pll.PlKnn` (10 neighbors, exact search on ``X`` as given — scale
+        the features first) restricted to the bag and renormalised, from its
+        :meth:`~pll.PlKnn.disambiguate` (each row's own bag excluded from its
+        neighbors, so it needs at least 11 rows).
+    threshold : float in [0, 1], default=0.9
+        The native reject rule: a prediction is accepted iff its probability
+        is ``>= threshold`` (0.9: the rule the DST-PLL paper applies to its
+        competitors).
+    random_state : int or None, default=None
+        Seed of the folds, of named estimators and of tie-breaking (draws keyed
+        by (seed, row position)).  None means seed 0 (reproducible), not fresh
+        randomness.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (l,)
+        The class labels (``arange(l)`` when fitted on a 0/1 matrix).
+    n_classes_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (d,)
+        Only when ``X`` was a data frame with string column names.
+    S_train_ : ndarray of shape (n, l), bool
+        The candidate sets over ``classes_`` (empty bags stay empty here).
+    weights_ : ndarray of shape (n, l), float64
+        The final weights: each row's distribution over its bag (zero outside
+        it); :meth:`disambiguate` reads them.
+    estimator_ : estimator
+        The final clone, fitted on all copies with ``weights_`` (a
+        :class:`~sklearn.dummy.DummyClassifier` when every copy has the same
+        label).
+    n_rounds_ : int
+        Rounds run.
+    converged_ : bool
+        Whether the rounds stopped because the weights settled (``< tol``).
+    weight_changes_ : list of float
+        The largest weight change of each round.
+
+    Notes
+    -----
+    Memory and time: the expansion has ``sum_i |S_i|`` rows (an empty bag
+    counts ``l``).  Each round fits ``n_folds`` clones on about
+    ``(n_folds - 1) / n_folds`` of them, then one final fit on all, so a fit
+    costs ``max_rounds * n_folds + 1`` inner fits.  At 1M rows with mean bag
+    size 2–3 that is 2–3M rows × ``d`` features per fit (float64: 16–24 MB
+    per feature, e.g. 1.6–2.4 GB at ``d = 100``, copied anew for each fit
+    beside ``X``, plus what the estimator allocates), and up to 101 such
+    fits with the defaults.  Only estimators whose fit is near-linear in
+    rows scale to that: ``HistGradientBoostingClassifier`` (binned
+    features, multithreaded; above 10,000 rows it turns on early stopping,
+    whose validation split may hold copies of rows it trains on) and
+    ``SGDClassifier``;
+    ``LogisticRegression`` (lbfgs) is fine for moderate ``d`` and ``l``;
+    random forests grow deep trees over all copies and become slow and
+    large.  Lower ``max_rounds`` or ``n_folds`` to trade accuracy for time.
+
+    Examples
+    --------
+    >>> import numpy as np, pll
+    >>> from pll.methods.pl_classifier import PlClassifier
+    >>> X = np.array([[0.0], [0.2], [0.4], [0.6], [1.0], [1.2], [1.4], [1.6]])
+    >>> S = [{"a", "b"}, {"a"}, {"a", "c"}, {"a"}, {"b", "c"}, {"c"}, {"c"}, {"a", "c"}]
+    >>> clf = PlClassifier(n_folds=2, random_state=0).fit(X, S)
+    >>> clf.classes_.tolist(), clf.predict([[0.1], [1.5]]).tolist()
+    (['a', 'b', 'c'], ['a', 'c'])
+    >>> r = clf.predict_with_reject([[0.1], [1.5]])
+    >>> bool(((r.score >= clf.threshold) == r.accept).all())
+    True
+    """
+
+    _k_param = None
+    _query_stream = 1
+    _train_stream = 2
+    _expected_failed_checks = {
+        **NeighborMethod._expected_failed_checks,
+        "check_decision_proba_consistency": (
+            "decision_function is the top probability (the reject score), not a score of class 1"
+        ),
+    }
+    """scikit-learn checks this estimator fails, and why (``tests/test_pl_classifier.py`` runs them)."""
+    _parameter_constraints = {
+        "estimator": "no_validation",  # checked by _resolve_estimator
+        "max_rounds": [Interval(Integral, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "n_folds": [Interval(Integral, 2, None, closed="left")],
+        "init": [StrOptions({"uniform", "pl_knn"})],
+        "threshold": [Interval(Real, 0, 1, closed="both")],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        max_rounds=20,
+        tol=1e-3,
+        n_folds=5,
+        init="uniform",
+        threshold=0.9,
+        random_state=None,
+    ):
+        self.estimator = estimator
+        self.max_rounds = max_rounds
+        self.tol = tol
+        self.n_folds = n_folds
+        self.init = init
+        self.threshold = threshold
+        self.random_state = random_state
+
+    def _n_neighbors_needed(self):
+        """Neighbors this method needs from the pipeline's kNN stage: none."""
+        return 0
+
+    def _resolve_estimator(self):
+        """The inner estimator template ``estimator`` stands for, or an InvalidParameterError naming it."""
+        name = type(self).__name__
+        est = self.estimator
+        if est is None:
+            return ESTIMATORS["logistic_regression"](seed_to_int(self.random_state))
+        if isinstance(est, str):
+            if est not in ESTIMATORS:
+                raise InvalidParameterError(
+                    f"The 'estimator' parameter of {name} must be a classifier or one of "
+                    f"{', '.join(map(repr, ESTIMATORS))}; got unknown name {est!r}"
+                )
+            return ESTIMATORS[est](seed_to_int(self.random_state))
+        if isinstance(est, type):
+            raise InvalidParameterError(
+                f"The 'estimator' parameter of {name} must be an estimator instance, "
+                f"got the class {est.__name__} (call it: {est.__name__}())"
+            )
+        what = f"The 'estimator' parameter of {name}: {type(est).__name__}"
+        if not callable(getattr(est, "fit", None)):
+            raise InvalidParameterError(f"{what} has no fit method")
+        if not hasattr(est, "predict_proba"):
+            raise InvalidParameterError(f"{what} has no predict_proba (it must predict class probabilities)")
+        if not has_fit_parameter(est, "sample_weight"):
+            raise InvalidParameterError(f"{what}.fit takes no sample_weight")
+        return est
+
+    def fit(self, X, S, neighbors=None):
+        """Disambiguate the candidate sets by cross-fitted rounds, then fit :attr:`estimator_` on the final weights.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+        S : candidate sets of the n rows
+            A 0/1 or bool matrix of shape (n, l), dense or scipy sparse; a
+            sequence of n label sets; or 1-d labels of shape (n,).
+        neighbors : NeighborResult, optional
+            Ignored (accepted so that the pipeline can pass every method its
+            precomputed neighbors; this one needs none).
+
+        Returns
+        -------
+        self
+        """
+        check_params(self)
+        template = self._resolve_estimator()
+        X = check_X(self, X, reset=True)
+        n = X.shape[0]
+        if n < self.n_folds:
+            raise InvalidParameterError(
+                f"{type(self).__name__}: n_folds={self.n_folds} needs at least {self.n_folds} training rows, "
+                f"got n_samples={n}" + (f"; lower n_folds to at most {n}" if n >= 2 else "")
+            )
+        if self.init == "pl_knn" and n <= PL_KNN_INIT_NEIGHBORS:
+            raise InvalidParameterError(
+                f"{type(self).__name__}: init='pl_knn' needs at least {PL_KNN_INIT_NEIGHBORS + 1} training rows, "
+                f"got n_samples={n}; use init='uniform'"
+            )
+        S_train, classes = encode_bags(S, n)
+        l = len(classes)
+        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
+        rows, cols = np.nonzero(bags)  # the expansion, grouped by row
+        seed = seed_to_int(self.random_state)
+
+        W = self._initial_weights(X, bags, seed)
+        changes, converged = [], False
+        for round_ in range(self.max_rounds):
+            P = np.zeros((n, l))
+            folds = self._folds(n, seed, round_)
+            for f in range(self.n_folds):
+                held = folds == f
+                if not held.any():
+                    continue
+                train = ~held[rows]
+                model, inner = _fit_inner(template, X[rows[train]], cols[train], W[rows[train], cols[train]])
+                P[held] = _inner_proba(model, inner, X[held], l)
+            W_new = _restricted(P, bags)
+            changes.append(float(np.abs(W_new - W).max()))
+            W = W_new
+            if changes[-1] < self.tol:
+                converged = True
+                break
+
+        self.estimator_, self._inner_classes = _fit_inner(template, X[rows], cols, W[rows, cols])
+        self.S_train_, self.classes_, self.n_classes_ = S_train, classes, l
+        self.weights_ = W
+        self.n_rounds_, self.converged_, self.weight_changes_ = len(changes), converged, changes
+        return self
+
+    def _initial_weights(self, X, bags, seed):
+        if self.init == "pl_knn":
+            from .pl_knn import PlKnn
+
+            shares = PlKnn(n_neighbors=PL_KNN_INIT_NEIGHBORS, random_state=seed).fit(X, bags).disambiguate().shares
+            return _restricted(shares, bags)
+        return bags / bags.sum(axis=1, keepdims=True)
+
+    def _folds(self, n, seed, round_):
+        """Fold of every row in this round: balanced, a seeded permutation keyed by (seed, round)."""
+        folds = np.empty(n, dtype=np.int64)
+        folds[np.random.default_rng([seed, round_]).permutation(n)] = np.arange(n) % self.n_folds
+        return folds
+
+    def _check_fitted(self):
+        if not hasattr(self, "estimator_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit first")
+
+    def predict_proba(self, X, neighbors=None):
+        """Class probabilities of the final estimator, float64 of shape (n, l), columns in ``classes_`` order.
+
+        A class the inner estimator never saw (no training row had it as a
+        candidate) gets probability 0.  ``neighbors`` is ignored.
+        """
+        self._check_fitted()
+        X = check_X(self, X, reset=False)
+        return _inner_proba(self.estimator_, self._inner_classes, X, self.n_classes_)
+
+    def conformity(self, X, neighbors=None):
+        """Conformity for conformal sets (:class:`pll.ConformalSets`): :meth:`predict_proba`, shape (n, l)."""
+        return self.predict_proba(X, neighbors=neighbors)
+
+    def predict_with_reject(self, X, neighbors=None, candidates=None):
+        """Predictions with the native reject option: accept iff the top probability is ``>= threshold``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+        neighbors : NeighborResult, optional
+            Ignored.
+        candidates : candidate sets of the n rows, optional
+            Each row's candidate set ``s̃`` (any form :meth:`fit` takes, over
+            ``classes_``): the prediction stays inside it and the
+            probabilities are renormalised within it.  Default: all classes
+            (an empty row also means all classes).
+
+        Returns
+        -------
+        RejectPrediction
+            ``labels`` are values of ``classes_``; ``score`` is the top
+            (renormalised) probability, ``accept`` is ``score >= threshold``;
+            ``guess`` flags rows whose label was drawn among tied top
+            probabilities (seeded, keyed by row position).
+        """
+        P = self.predict_proba(X)
+        n = P.shape[0]
+        if candidates is None:
+            cand = np.ones_like(P, dtype=bool)
+        else:
+            cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
+            cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
+            P = _restricted(P, cand)
+        return self._top(P, cand, self._query_stream)
+
+    def disambiguate(self):
+        """The training rows' labels from the final weights, each restricted to its own bag.
+
+        ``labels`` is the candidate with the largest weight (ties drawn, seeded,
+        and flagged in ``guess``), ``score`` that weight, ``accept`` is
+        ``score >= threshold``.  An empty bag counts as all classes.
+        """
+        self._check_fitted()
+        bags = np.where(self.S_train_.any(axis=1, keepdims=True), self.S_train_, True)
+        return self._top(self.weights_, bags, self._train_stream)
+
+    def _top(self, P, cand, stream):
+        P = np.where(cand, P, 0.0)
+        best = P.max(axis=1, keepdims=True)
+        tied = cand & (P >= best - TIE_RTOL * np.abs(best))
+        labels, n_tied = pick_among(tied, seed_to_int(self.random_state), np.arange(P.shape[0]), stream)
+        score = P[np.arange(labels.size), labels]
+        return RejectPrediction(
+            labels=self.classes_[labels],
+            accept=score >= self.threshold,
+            score=score,
+            guess=n_tied > 1,
+        )
+
+    def predict(self, X, neighbors=None):
+        """Predicted class of every row: values of ``classes_``, shape (n,)."""
+        return self.predict_with_reject(X).labels
+
+    def decision_function(self, X, neighbors=None):
+        """The reject score of every row, shape (n,): the top probability."""
+        return self.predict_with_reject(X).score
+
+    def score(self, X, S, sample_weight=None):
+        """Partial-label accuracy: the (weighted) share of rows whose prediction lies in their candidate set.
+
+        ``S`` takes any form :meth:`fit` takes; with 1-d labels this is the
+        accuracy.  Labels the model never saw are in no set.
+        """
+        return float(np.average(in_candidates(self.classes_, self.predict(X), S), weights=sample_weight))
