@@ -13,7 +13,6 @@ stream 2 for training rows, 1 for queries.
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pytest
@@ -21,7 +20,6 @@ from scipy.optimize import nnls
 from scipy.spatial.distance import cdist
 from sklearn.datasets import make_classification
 from sklearn.model_selection import train_test_split
-from sklearn.utils.estimator_checks import check_estimator
 
 import pll
 from pll._random import pick_among
@@ -435,24 +433,6 @@ def test_too_few_training_rows_and_unfitted_use_are_refused():
         Ipal().predict(X)
     with pytest.raises(PllError):
         Ipal(n_neighbors=2).fit(X, S).predict(X[:, :3])  # wrong number of features
-
-
-def test_scikit_learn_estimator_checks():
-    """Every check passes or fails for its stated reason (k = 5: some checks fit on 10 rows)."""
-    state = np.random.get_state()
-    np.random.seed(0)
-    try:
-        expected = Ipal._expected_failed_checks
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            results = check_estimator(Ipal(n_neighbors=5), expected_failed_checks=expected, on_fail=None)
-    finally:
-        np.random.set_state(state)
-    names = {r["check_name"] for r in results}
-    assert set(expected) <= names
-    failed = {r["check_name"]: repr(r["exception"]) for r in results if r["status"] == "failed"}
-    assert not failed, failed
-    assert not {r["check_name"] for r in results if r["expected_to_fail"] and r["status"] == "passed"}
 
 
 def test_neighbor_result_with_too_few_columns_is_refused():

@@ -12,7 +12,6 @@ from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassif
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.svm import SVC
-from sklearn.utils.estimator_checks import check_estimator
 
 import pll
 from pll.errors import InvalidParameterError, NotFittedError
@@ -401,27 +400,4 @@ def test_not_fitted(call):
         call(PlClassifier(), np.zeros((2, 3)))
 
 
-# --- scikit-learn's estimator checks ------------------------------------------------------------
-
-
-@pytest.fixture
-def seeded_global_rng():
-    """check_methods_sample_order_invariance permutes rows with numpy's global generator: fix it."""
-    state = np.random.get_state()
-    np.random.seed(0)
-    yield
-    np.random.set_state(state)
-
-
-def test_every_check_passes_or_fails_for_its_stated_reason(seeded_global_rng):
-    expected = PlClassifier._expected_failed_checks
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results = check_estimator(PlClassifier(), expected_failed_checks=expected, on_fail=None)
-    names = {r["check_name"] for r in results}
-    assert set(expected) <= names, f"not checks of PlClassifier: {set(expected) - names}"
-    failed = {r["check_name"]: repr(r["exception"]) for r in results if r["status"] == "failed"}
-    assert not failed, failed
-    unexpectedly_passed = {r["check_name"] for r in results if r["expected_to_fail"] and r["status"] == "passed"}
-    assert not unexpectedly_passed, f"listed as failing but passed: {unexpectedly_passed}"
-    assert all(reason.strip() for reason in expected.values())
+# scikit-learn's estimator checks: tests/test_estimator_checks.py runs them on PlClassifier too.
