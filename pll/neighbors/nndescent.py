@@ -69,6 +69,10 @@ class NNDescentIndex:
         unset ones default to :func:`graph_neighbors` and :data:`DEFAULTS`.
         ``n_jobs`` (default: numba's thread count, all cores) also bounds
         the threads of batched queries.
+
+    Searches report progress and stop, when a failed stage asks them to
+    (:mod:`pll.progress`), between blocks of :data:`QUERY_ROWS` queries; the
+    graph build is one call into pynndescent and cannot be stopped midway.
     """
 
     def __init__(self, X_train, k, *, epsilon=DEFAULT_EPSILON, query_k=None, random_state=0, **params):
