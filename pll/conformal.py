@@ -202,7 +202,9 @@ class ConformalSets(BaseEstimator):
     def p_values(self, X, neighbors=None, candidates=None):
         """The conformal p-value of every class, shape (n, l): ``(1 + #{i : s_i ≥ s(x, y)}) / (n + 1)``.
 
-        Classes outside a row's ``candidates`` get 0.  ``C(x) = {y : p(y) > α}``.
+        Classes outside a row's ``candidates`` get 0.  ``C(x) = {y : p(y) > α}``
+        in exact arithmetic, with α read as in :func:`quantile_rank` (a float
+        comparison can differ where ``p(y)`` equals α, e.g. 1/3).
         """
         self._check_fitted()
         s = 1.0 - conformity(self.method, X, neighbors)

@@ -1,6 +1,7 @@
 """Conformal prediction sets from partial labels: the finite-sample quantile, the sets, and the coverage guarantee itself."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -122,7 +123,10 @@ def test_sets_are_the_labels_whose_p_value_exceeds_alpha(n_cal, l, alpha, seed):
     bags = rng.random((n_cal, l)) < 0.4
     cal = ConformalSets(model, alpha=alpha).fit(np.arange(n_cal)[:, None], bags)
     queries = np.arange(n_cal, n_cal + 10)[:, None]
-    np.testing.assert_array_equal(cal.predict_sets(queries), cal.p_values(queries) > alpha)
+    # p > α in exact arithmetic (α read as the decimal it prints as): floats round 1/3 > 0.3333333333333333 away.
+    counts = np.rint(cal.p_values(queries) * (n_cal + 1)).astype(int)
+    exceeds = np.vectorize(lambda c: Fraction(int(c), n_cal + 1) > Fraction(repr(alpha)))(counts)
+    np.testing.assert_array_equal(cal.predict_sets(queries), exceeds)
     r = cal.predict_with_reject(queries)
     np.testing.assert_array_equal(r.accept, r.sets.sum(axis=1) == 1)
     assert (r.sets[r.accept, np.searchsorted(model.classes_, r.labels[r.accept])]).all()
