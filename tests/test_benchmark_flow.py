@@ -40,7 +40,7 @@ def task_states(tag, wait=60.0):
     deadline = time.monotonic() + wait
     with get_client(sync_client=True) as client:
         while True:
-            runs = client.read_task_runs(task_run_filter=TaskRunFilter(tags=TaskRunFilterTags(all_=[tag])), limit=500)
+            runs = client.read_task_runs(task_run_filter=TaskRunFilter(tags=TaskRunFilterTags(all_=[tag])), limit=200)
             if all(run.state.is_final() for run in runs) or time.monotonic() > deadline:
                 return Counter((run.task_key.rsplit("-", 1)[0].split(".")[-1], run.state.name) for run in runs)
             time.sleep(1.0)
