@@ -206,18 +206,12 @@ class ConformalSets(BaseEstimator):
         in exact arithmetic, with α read as in :func:`quantile_rank` (a float
         comparison can differ where ``p(y)`` equals α, e.g. 1/3).
         """
-        self._check_fitted()
-        s = 1.0 - conformity(self.method, X, neighbors)
-        n = self.calibration_scores_.size
-        at_least = n - np.searchsorted(self.calibration_scores_, s, side="left")
-        p = (1.0 + at_least) / (n + 1.0)
-        return np.where(self._candidates(candidates, s.shape[0]), p, 0.0)
+        return self._p_values(*self._nonconformity(X, neighbors, candidates))
 
     def predict_sets(self, X, neighbors=None, candidates=None):
         """The prediction set of every row, bool of shape (n, l): ``s(x, y) ≤ q̂``, within its ``candidates``."""
-        self._check_fitted()
-        s = 1.0 - conformity(self.method, X, neighbors)
-        return (s <= self.quantile_) & self._candidates(candidates, s.shape[0])
+        s, cand = self._nonconformity(X, neighbors, candidates)
+        return (s <= self.quantile_) & cand
 
     def predict_with_reject(self, X, neighbors=None, candidates=None):
         """Accept a row iff its set is a single label; :class:`~pll.methods.RejectPrediction` with ``sets``.
@@ -228,13 +222,9 @@ class ConformalSets(BaseEstimator):
         more certain rows score higher (1 for a row with a single candidate);
         ``sets``: :meth:`predict_sets`.  An empty set is a rejection.
         """
-        self._check_fitted()
-        values = conformity(self.method, X, neighbors)
-        cand = self._candidates(candidates, values.shape[0])
-        s = np.where(cand, 1.0 - values, np.inf)
+        s, cand = self._nonconformity(X, neighbors, candidates)
         sets = (s <= self.quantile_) & cand
-        n = self.calibration_scores_.size
-        p = np.where(cand, (1.0 + n - np.searchsorted(self.calibration_scores_, s, side="left")) / (n + 1.0), 0.0)
+        p = self._p_values(s, cand)
         order = np.argsort(s, axis=1, kind="stable")
         first = order[:, 0]
         rows = np.arange(s.shape[0])
@@ -246,6 +236,19 @@ class ConformalSets(BaseEstimator):
             guess=(s == s[rows, first][:, None]).sum(axis=1) > 1,
             sets=sets,
         )
+
+    def _nonconformity(self, X, neighbors, candidates):
+        """``s(x, y)`` of every row and class (``inf`` outside the row's candidates), and the candidates."""
+        self._check_fitted()
+        values = conformity(self.method, X, neighbors)
+        cand = self._candidates(candidates, values.shape[0])
+        return np.where(cand, 1.0 - values, np.inf), cand
+
+    def _p_values(self, s, cand):
+        """``(1 + #{i : s_i ≥ s}) / (n + 1)`` where ``cand``, else 0."""
+        n = self.calibration_scores_.size
+        at_least = n - np.searchsorted(self.calibration_scores_, s, side="left")
+        return np.where(cand, (1.0 + at_least) / (n + 1.0), 0.0)
 
     def _candidates(self, candidates, n):
         if candidates is None:
