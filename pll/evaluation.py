@@ -17,7 +17,6 @@ Conventions (see ``ALGORITHMS.md``, "Reject-option evaluation"):
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -488,8 +487,9 @@ def compare_methods(results, *, by=("dataset",), pair=("seed",), value="value", 
     by the ``pair`` columns.  ``marked`` is True for the best method and for
     those not significantly different from it (``p >= alpha``) -- the
     methods the papers' tables set in bold.  Conventions: identical paired
-    values give ``p = 1``; fewer than two shared observations give
-    ``p = NaN`` and no mark; ties in the best mean go to the first method
+    values give ``p = 1``; otherwise fewer than :data:`MIN_PAIRS` shared
+    observations give ``p = NaN`` and no mark (a t-test on one degree of
+    freedom would leave almost every method "not significantly worse"); ties in the best mean go to the first method
     in sorted order; ``std`` is the sample standard deviation (``ddof=1``),
     0.0 for a single observation.
 
@@ -556,10 +556,10 @@ def compare_methods(results, *, by=("dataset",), pair=("seed",), value="value", 
         stats_ = group.groupby("method", sort=True)["_value"].agg(["mean", "count"])
         stats_["std"] = group.groupby("method", sort=True)["_value"].std(ddof=1).fillna(0.0)
         means = stats_["mean"].to_numpy()
-        best = stats_.index[int(np.argmin(means) if lower else np.argmax(means))]
-        wide = group.pivot_table(index=pair, columns="method", values="_value", aggfunc="first") if pair else None
-        for method, row in stats_.iterrows():
-            p = np.nan if method == best else _paired_p(wide, best, method)
+        best = int(np.argmin(means) if lower else np.argmax(means))
+        p_values = _paired_p_values(group, pair, stats_.index, best)
+        for i, (method, row) in enumerate(stats_.iterrows()):
+            p = p_values[i]
             out.append(
                 {
                     **keyed,
@@ -567,29 +567,43 @@ def compare_methods(results, *, by=("dataset",), pair=("seed",), value="value", 
                     "mean": row["mean"],
                     "std": row["std"],
                     "n": int(row["count"]),
-                    "best": method == best,
+                    "best": i == best,
                     "p_value": p,
-                    "marked": bool(method == best or (np.isfinite(p) and p >= alpha)),
+                    "marked": bool(i == best or (np.isfinite(p) and p >= alpha)),
                 }
             )
     return pd.DataFrame(out)
 
 
+MIN_PAIRS = 3
+"""Fewest paired observations (e.g. seeds) a method's comparison with the best needs to be tested."""
+
+
+def _paired_p_values(group, pair, methods, best):
+    """Two-sided paired t-test p-value of each of ``methods`` against ``methods[best]`` (NaN for the best itself).
+
+    The t statistics of all methods at once, from one array of observations
+    (pairs x methods): a grid's summary tests every metric.
+    """
+    p = np.full(len(methods), np.nan)
+    if not pair:
+        return p
+    wide = group.pivot(index=pair, columns="method", values="_value").reindex(columns=methods).to_numpy()
+    diff = wide[:, [best]] - wide
+    shared = np.isfinite(diff)
+    n = shared.sum(axis=0)
+    d = np.where(shared, diff, 0.0)
+    mean = d.sum(axis=0) / np.maximum(n, 1)
+    var = (np.where(shared, diff - mean, 0.0) ** 2).sum(axis=0) / np.maximum(n - 1, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = mean / np.sqrt(var / np.maximum(n, 1))
+    tested = n >= MIN_PAIRS
+    p[tested] = 2 * stats.t.sf(np.abs(t[tested]), n[tested] - 1)
+    p[(n > 0) & np.all(d == 0, axis=0)] = 1.0  # identical on every shared pair
+    p[best] = np.nan
+    return p
+
+
 def _group_direction(keyed):
     metric = keyed.get("metric")
     return bool(metric is not None and smaller_is_better(str(metric)))
-
-
-def _paired_p(wide, a, b):
-    if wide is None:
-        return np.nan
-    both = wide[[a, b]].dropna()
-    if len(both) < 2:
-        return np.nan
-    diff = both[a].to_numpy() - both[b].to_numpy()
-    if np.all(diff == 0):
-        return 1.0
-    with warnings.catch_warnings():
-        # Nearly constant differences: scipy warns about precision, the p-value is still ~0.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.ttest_rel(both[a].to_numpy(), both[b].to_numpy()).pvalue)

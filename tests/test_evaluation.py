@@ -411,6 +411,9 @@ def test_identical_methods_and_single_seeds_have_defined_marks():
     single = compare_methods(long_results({"a": [0.5], "b": [0.4]})).set_index("method")
     assert np.isnan(single.loc["b", "p_value"]) and not single.loc["b", "marked"]
     assert single.loc["a", "std"] == 0.0
+    # Two seeds: a t-test with one degree of freedom would call almost anything "not worse".
+    two = compare_methods(long_results({"a": [0.9, 0.5], "b": [0.1, 0.4]})).set_index("method")
+    assert np.isnan(two.loc["b", "p_value"]) and not two.loc["b", "marked"] and two.loc["a", "marked"]
 
 
 def test_compare_methods_validates_its_table():
