@@ -1,16 +1,18 @@
-"""The benchmark grid flow: every cell of a grid a pipeline subflow, a few at a time.
+"""The benchmark grid flow: every execution of a grid a pipeline subflow, a few at a time.
 
-MLflow gets one parent run for the grid and a child run per cell; the
-parent holds the combined metrics table, the across-seeds summary (mean,
+Cells that differ only in method settings share one pipeline execution
+(:class:`pll.grid.Execution`: one neighbor search, a method run per cell).
+MLflow gets one parent run for the grid, a pipeline run per execution below
+it and a method run per cell below that; the grid's run holds the combined metrics table, the across-seeds summary (mean,
 std, paired t-tests against the best), the papers' table layout of the key
 metrics and a risk-against-λ figure per data set and noise.
 
-A failing cell is reported with its error and the other cells go on; the
-flow then ends in a ``Failed`` state whose message counts the failed cells
-(its data is the same result dict a clean run returns), and the parent
-MLflow run ends FAILED.  Starting an unfinished grid again (same grid file)
-reopens its parent run and runs only the cells without a finished child
-run; stages those cells had finished come from the cache.
+A failing execution is reported with its error, once per cell, and the
+others go on; the flow then ends in a ``Failed`` state whose message counts
+the failed cells (its data is the same result dict a clean run returns), and
+the grid's MLflow run ends FAILED.  Starting an unfinished grid again (same
+grid file) reopens its run and runs only the executions without a finished
+pipeline run; stages they had finished come from the cache.
 """
 
 from __future__ import annotations
@@ -24,38 +26,53 @@ from prefect.states import Failed
 
 from flows import LOG_PRINTS
 from flows.cluster import dask_cluster, on_dask
+from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
 from flows.pipeline import pipeline
+from pll.tables import markdown_table
 from pll.grid import load_grid, parse_grid, results_table, risk_figures, summarize, summary_tables
 from tasks.grid_tracking import (
     CELL_KEY_TAG,
+    EXECUTION_KEY_TAG,
     GRID_KEY_TAG,
-    PARENT_TAG,
-    cell_metrics,
+    execution_metrics,
     find_unfinished_grid,
-    finished_cells,
+    finished_executions,
     log_grid_results,
 )
-from tasks.tracking import end_run, resolve_tracking_uri, start_run
+from tasks.tracking import KIND_TAG, PARENT_TAG, end_run, resolve_tracking_uri, start_run
+
+GRID_KIND = "grid"
 
 
 class GridProgress:
-    """Cells of a grid by state; ``running`` assumes the pool keeps every worker busy."""
+    """Cells of a grid by state, and executions running; ``running`` assumes the pool keeps every worker busy."""
 
-    def __init__(self, total: int, done: int, concurrency: int):
-        self.total, self.done, self.failed, self.concurrency = total, done, 0, concurrency
+    def __init__(self, executions, finished, concurrency: int):
+        self.total = sum(len(e.cells) for e in executions)
+        self.done = sum(len(e.cells) for e in executions if e.key in finished)
+        self.failed, self.concurrency = 0, concurrency
+        self.pending = len(executions) - len(finished)
+
+    def finish(self, execution, ok: bool):
+        """Count ``execution``'s cells as done (``ok``) or failed."""
+        self.pending -= 1
+        if ok:
+            self.done += len(execution.cells)
+        else:
+            self.failed += len(execution.cells)
 
     @property
     def running(self) -> int:
-        return min(self.concurrency, self.total - self.done - self.failed)
+        return min(self.concurrency, self.pending)
 
     def line(self) -> str:
-        return f"{self.done}/{self.total} done, {self.running} running, {self.failed} failed"
+        return (f"{self.done}/{self.total} cells done, {self.failed} failed; "
+                f"{self.running} execution{'s' * (self.running != 1)} running")
 
 
-def run_cell(cell, parameters: dict, scheduler_address: str | None):
-    """One cell: the pipeline as a subflow (its tasks on the Dask cluster if there is one); its final state."""
-    subflow = on_dask(pipeline, scheduler_address).with_options(flow_run_name=f"cell {cell.key}: {cell.label}")
-    return subflow(**parameters, return_state=True)
+def run_execution(parameters: dict, scheduler_address: str | None):
+    """One execution: the pipeline as a subflow (its tasks on the Dask cluster if there is one); its final state."""
+    return on_dask(pipeline, scheduler_address)(**parameters, return_state=True)
 
 
 def _error(state) -> str:
@@ -84,49 +101,60 @@ def benchmark(
     experiment = experiment or spec.experiment
     limit = max_concurrency or spec.max_concurrency
     parent = find_unfinished_grid(tracking_uri, experiment, spec.key)
-    finished = finished_cells(tracking_uri, experiment, parent) if parent else {}
+    finished = finished_executions(tracking_uri, experiment, parent) if parent else {}
+    executions = spec.executions
     if parent is None:
-        config = {"grid": spec.spec, "source": spec.source, "cells": len(spec.cells)}
-        tags = {GRID_KEY_TAG: spec.key, "pll.grid": spec.name}
-        parent = start_run(tracking_uri, experiment, f"grid-{spec.name}", config, tags)
-    todo = [cell for cell in spec.cells if cell.key not in finished]
+        config = {"grid": spec.spec, "source": spec.source, "cells": len(spec.cells), "executions": len(executions)}
+        tags = {GRID_KEY_TAG: spec.key, "pll.grid": spec.name, KIND_TAG: GRID_KIND}
+        description = (f"Benchmark grid {spec.name}: {len(spec.cells)} method runs in {len(executions)} pipeline "
+                       f"runs. {spec.description}").strip()
+        parent = start_run(tracking_uri, experiment, f"grid {spec.name}", config, {**tags, **flow_run_tags()},
+                           description)
+    name_flow_run(f"grid {spec.name}")
+    tag_flow_run(parent)
+    todo = [e for e in executions if e.key not in finished]
     logger = get_run_logger()
-    logger.info(f"grid {spec.name}: {len(spec.cells)} cells, {len(finished)} finished before, {len(todo)} to run "
-          f"(MLflow experiment {experiment!r}, parent run {parent})")
-    progress = GridProgress(len(spec.cells), len(finished), limit)
-    cell_tables, failures = {}, []
+    logger.info(f"grid {spec.name}: {len(spec.cells)} cells in {len(executions)} executions, {len(finished)} "
+                f"finished before, {len(todo)} to run (MLflow experiment {experiment!r}, parent run {parent})")
+    progress = GridProgress(executions, finished, limit)
+    tables, failures = {}, []
     try:
         with dask_cluster(dask_address) as address, ThreadPoolExecutor(limit, thread_name_prefix="cell") as pool:
             futures = {}
             try:
-                for cell in todo:
-                    tags = {PARENT_TAG: parent, CELL_KEY_TAG: cell.key, GRID_KEY_TAG: spec.key, "pll.cell": cell.label}
-                    parameters = {**cell.pipeline_parameters(), "tracking_uri": tracking_uri,
-                                  "experiment": experiment, "dask_address": address, "run_tags": tags}
-                    # Each cell a subflow of this flow: it runs in a copy of this thread's Prefect context.
-                    futures[pool.submit(copy_context().run, run_cell, cell, parameters, address)] = cell
+                for execution in todo:
+                    tags = {PARENT_TAG: parent, EXECUTION_KEY_TAG: execution.key, GRID_KEY_TAG: spec.key}
+                    cell_tags = {c.variant: {CELL_KEY_TAG: c.key, "pll.cell": c.label} for c in execution.cells}
+                    parameters = {**execution.pipeline_parameters(), "tracking_uri": tracking_uri,
+                                  "experiment": experiment, "dask_address": address, "run_tags": tags,
+                                  "method_run_tags": cell_tags, "figures": False}
+                    # Each execution a subflow of this flow: it runs in a copy of this thread's Prefect context.
+                    futures[pool.submit(copy_context().run, run_execution, parameters, address)] = execution
                 logger.info(f"progress: {progress.line()}")
                 for future in as_completed(futures):
-                    cell, state = futures[future], future.result()
+                    execution, state = futures[future], future.result()
                     if state.is_completed():
                         result = state.result()
-                        finished[cell.key], cell_tables[cell.key] = result["run_id"], result["metrics"]
-                        progress.done += 1
+                        finished[execution.key], tables[execution.key] = result["run_id"], result["metrics"]
                     else:
-                        failures.append({"cell": cell.key, "label": cell.label, "error": _error(state)})
-                        progress.failed += 1
-                        logger.warning(f"cell failed: {cell.label}: {failures[-1]['error']}")
+                        error = _error(state)
+                        failures += [{"cell": c.key, "label": c.label, "error": error} for c in execution.cells]
+                        logger.warning(f"execution failed: {execution.run_name}: {error}")
+                    progress.finish(execution, state.is_completed())
                     logger.info(f"progress: {progress.line()}")
             finally:
-                pool.shutdown(cancel_futures=True)  # interrupted: start no further cells
+                pool.shutdown(cancel_futures=True)  # interrupted: start no further executions
         for key, run_id in finished.items():
-            if key not in cell_tables:
-                cell_tables[key] = cell_metrics(tracking_uri, run_id)
-        table = results_table(spec.cells, cell_tables)
+            if key not in tables:
+                tables[key] = execution_metrics(tracking_uri, run_id)
+        table = results_table(executions, tables)
         summary = summarize(table)
-        counts = {"total": len(spec.cells), "finished": len(finished), "failed": len(failures)}
-        tables = {"grid_metrics": table, "summary": summary, **summary_tables(summary)}
-        log_grid_results(tracking_uri, parent, counts, tables, failures, risk_figures(table))
+        counts = {"total": len(spec.cells), "finished": progress.done, "failed": len(failures)}
+        grid_tables = {"grid_metrics": table, "summary": summary, **summary_tables(summary)}
+        log_grid_results(tracking_uri, parent, counts, grid_tables, failures, risk_figures(table))
+        if "table_risk_0.10" in grid_tables:
+            publish_table(markdown_table(grid_tables["table_risk_0.10"]),
+                          f"Grid {spec.name}: risk_0.10 in %, mean (± std) over seeds (MLflow run {parent})")
     except BaseException as exc:
         end_run(tracking_uri, parent, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
         raise
@@ -136,7 +164,7 @@ def benchmark(
         "experiment": experiment,
         "tracking_uri": tracking_uri,
         "cells": len(spec.cells),
-        "finished": len(finished),
+        "finished": progress.done,
         "failures": failures,
         "metrics": table,
         "summary": summary,

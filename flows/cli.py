@@ -208,6 +208,9 @@ def build_parser():
     _experiment_argument(run)
     _conformal_argument(run, "also evaluate, as a third reject option,")
     run.add_argument("--dask-address", default=None, help=_DASK_HELP)
+    run.add_argument("--stage-tasks", choices=("auto", "yes", "no"), default="auto",
+                     help="a Prefect task per stage (each cached; method runs in parallel), or the whole protocol as "
+                     f"one task; auto: per stage from {catalog.STAGE_TASKS_MIN_ROWS:,} rows (default: auto)")
     bench = _command(sub, "benchmark", "run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
     bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
     bench.add_argument("--dask-address", default=None, help=_DASK_HELP)
@@ -307,6 +310,7 @@ def cmd_run(args):
             conformal_alpha=args.conformal_alpha,
             tracking_uri=args.tracking_uri,
             experiment=args.experiment,
+            stage_tasks={"auto": None, "yes": True, "no": False}[args.stage_tasks],
         )
     table = result["metrics"]
     columns = ["method", "reject", "accuracy", "rejection_rate", "covered_accuracy", "risk_0.00", "risk_0.10", "risk_0.20",
@@ -314,13 +318,15 @@ def cmd_run(args):
     print()
     print(f"Correct means: {result['truth']}")
     print(markdown_table(table[[c for c in columns if c in table.columns]]))
-    print(f"MLflow experiment: {result['experiment']}   run: {result['run_id']}")
+    print(f"MLflow experiment: {result['experiment']}   pipeline run: {result['run_id']}   "
+          f"method runs: {len(result['method_run_ids'])} (its children)")
     print(f"Tracking store:    {result['tracking_uri']}")
     print(f"Open the UI with:  {ui_command(result['tracking_uri'])}")
     return 0
 
 
 def cmd_benchmark(args):
+    from pll.evaluation import MIN_PAIRS
     from pll.grid import summary_tables
     from pll.tables import markdown_table
     from tasks.tracking import ui_command
@@ -341,7 +347,8 @@ def cmd_benchmark(args):
     tables = summary_tables(result["summary"])
     for metric in ("accuracy", "risk_0.10"):
         if f"table_{metric}" in tables:
-            print(f"\n{metric}: mean (± std) over seeds; bold: best or not significantly worse (paired t-test)")
+            print(f"\n{metric}: mean (± std) over seeds; bold: best, and those a paired t-test over "
+                  f"{MIN_PAIRS} or more seeds does not find significantly worse")
             print(markdown_table(tables[f"table_{metric}"]))
     for failure in result["failures"]:
         print(f"FAILED cell {failure['cell']} ({failure['label']}): {failure['error']}")

@@ -1,26 +1,44 @@
-"""The pipeline flow: ingest -> noise -> features -> neighbors -> methods -> evaluate, logged to MLflow."""
+"""The pipeline flow: ingest -> noise -> features -> neighbors -> methods -> evaluate, logged to MLflow.
+
+One MLflow run per execution holds what the method runs share; each method
+run is a child run of it (:mod:`tasks.pipeline_tracking`).  The flow run and
+the MLflow run name each other (:mod:`flows.links`) and have the same name.
+"""
 
 from __future__ import annotations
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.futures import as_completed
+from prefect.runtime import flow_run
 
 from flows import LOG_PRINTS
+from flows.links import flow_run_tags, publish_table, tag_flow_run
 from pll import catalog
-from pll.experiment import check_run, make_split, plan_run, prediction_frames
+from pll.evaluation import DEFAULT_LAMBDAS
+from pll.experiment import (
+    RunResult,
+    check_run,
+    make_split,
+    neighbor_metrics,
+    pipeline_run_name,
+    plan_run,
+    prediction_frames,
+)
 from pll.neighbors import DEFAULT_BACKEND
-from pll.tables import metrics_table
+from pll.tables import markdown_table
 from tasks.caching import bounded
 from tasks.conformal import calibration_split, conformal_option
 from tasks.evaluate import evaluate
 from tasks.features import split_and_featurize
 from tasks.ingest import ingest
 from tasks.methods import run_method
-from tasks.neighbors import find_neighbors, log_neighbors
+from tasks.neighbors import find_neighbors
 from tasks.noise import add_noise
+from tasks.pipeline_tracking import RUN_KIND, log_results
 from tasks.progress import stop_stages
-from tasks.tracking import end_run, log_results, resolve_tracking_uri, start_run
+from tasks.protocol import run_protocol
+from tasks.tracking import KIND_TAG, end_run, resolve_tracking_uri, start_run
 from tasks.trust import trust_option
 
 
@@ -42,7 +60,52 @@ def _results(futures):
     return [future.result() for future in futures]
 
 
-@flow(name="pll-pipeline", log_prints=LOG_PRINTS)
+def _staged(ds, plan, seed, noise, noise_params, methods, method_params, features, method_features, val_fraction,
+            knn_backend, knn_options, conformal_alpha) -> RunResult:
+    """The protocol of :func:`pll.experiment.run_protocol` with a cached Prefect task per stage.
+
+    Stage by stage, each waited for before the next is submitted: a stage then
+    takes plain values, not futures, whose state Prefect would read from its
+    API once for every task that takes them.  (Not ``opaque`` values, which
+    would save Prefect a walk through their fields: prefect-dask's task
+    runner passes them on still wrapped.)
+    """
+    featurize_, neighbors_, method_, trust_, calibration_, conformal_ = (
+        bounded(stage, ds.n_rows)
+        for stage in (split_and_featurize, find_neighbors, run_method, trust_option, calibration_split,
+                      conformal_option)
+    )
+    ds = bounded(add_noise, ds.n_rows)(ds, noise, noise_params, seed)
+    rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
+    groups = plan.groups
+    splits = [featurize_.submit(ds, rows, g.features, knn_backend, knn_options) for g in groups]
+    calibrations = ([calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options) for g in groups]
+                    if conformal_alpha is not None else [])
+    splits = _results(splits)
+    searches = _results([neighbors_.submit(s, rows, g.k, knn_backend, knn_options) for s, g in zip(splits, groups)])
+    native = [method_.submit(run, split, rows, nb, seed)
+              for split, nb, g in zip(splits, searches, groups) for run in g.runs]
+    conformal = [conformal_.submit(run, calibration, seed, conformal_alpha)
+                 for calibration, g in zip(_results(calibrations), groups) for run in g.runs]
+    native = _results(native)
+    # Every method run is evaluated a second time with the trust score as its reject option.
+    split_of = {run.name: (split, nb) for split, nb, g in zip(splits, searches, groups) for run in g.runs}
+    trust = [trust_.submit(o, split_of[o.name][0], rows, split_of[o.name][1], knn_backend=knn_backend,
+                           knn_options=knn_options) for o in native]
+    outputs = native + _results(trust + conformal)
+    neighbors = {g.features: nb for g, nb in zip(groups, searches)}
+    return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows))
+
+
+def _flow_run_name() -> str:
+    """The flow run's name: the MLflow run's (see :func:`pll.experiment.pipeline_run_name`)."""
+    params = flow_run.parameters
+    return params.get("run_name") or pipeline_run_name(
+        params.get("dataset", catalog.DEFAULT_DATASET), params.get("noise", catalog.DEFAULT_NOISE),
+        params.get("noise_params"), params.get("seed", 0))
+
+
+@flow(name="pll-pipeline", log_prints=LOG_PRINTS, flow_run_name=_flow_run_name)
 def pipeline(
     dataset: str = catalog.DEFAULT_DATASET,
     mat_variables: dict | None = None,
@@ -52,7 +115,7 @@ def pipeline(
     noise_params: dict | None = None,
     seed: int = 0,
     methods: list[str] = list(catalog.DEFAULT_METHODS),
-    method_params: dict[str, dict] | None = None,
+    method_params: dict[str, dict | list[dict]] | None = None,
     features: str = catalog.DEFAULT_FEATURES,
     method_features: dict[str, str] | None = None,
     val_fraction: float = 0.2,
@@ -63,15 +126,28 @@ def pipeline(
     experiment: str = catalog.DEFAULT_EXPERIMENT,
     dask_address: str | None = None,
     run_tags: dict | None = None,
+    run_name: str | None = None,
+    method_run_tags: dict[str, dict] | None = None,
+    figures: bool = True,
+    stage_tasks: bool | None = None,
 ) -> dict:
-    """Run every stage on one data set and seed; log it all as one MLflow run.
+    """Run every stage on one data set and seed; log a parent MLflow run and a child run per method run.
 
-    Returns a dict with the MLflow ``run_id``, ``experiment``, ``tracking_uri``,
-    the ``metrics`` table (one row per method and reject option) and ``truth``,
-    what "correct" meant there (true labels, or the partial-label loss).
+    Returns a dict with the parent's MLflow ``run_id``, ``method_run_ids``
+    (method run name -> MLflow run id), ``experiment``, ``tracking_uri``,
+    the ``metrics`` table (one row per method run and reject option) and
+    ``truth``, what "correct" meant there (true labels, or the partial-label loss).
+    ``method_params`` maps a method to its parameters or to a list of
+    settings, each a method run of its own, named by the method and the
+    parameters given (``pl_knn k=5``).
     ``dask_address``: the scheduler of the Dask cluster the kNN backend
     ``dask`` uses (the caller picks the task runner, see
-    :func:`flows.cluster.on_dask`); ``run_tags``: extra MLflow tags.
+    :func:`flows.cluster.on_dask`); ``run_tags``: extra MLflow tags of the
+    parent, ``method_run_tags`` of each method run (by name); ``run_name``
+    replaces the parent's name (data set, noise, seed); ``figures=False``
+    draws no figures (a grid draws its own).  ``stage_tasks``: a Prefect
+    task per stage (each cached, the method runs in parallel), or the whole
+    protocol as one task; default: per stage from :data:`pll.catalog.STAGE_TASKS_MIN_ROWS` rows.
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
     ``noisy_bags`` accepts empty bags and true labels outside their bags;
     ``mat_variables`` names a ``.mat`` file's variables (see :func:`pll.load_dataset`).
@@ -106,41 +182,59 @@ def pipeline(
         "conformal_alpha": conformal_alpha,
         "dask_address": dask_address,
     }
-    run_id = start_run(tracking_uri, experiment, f"{dataset}-seed{seed}", config, run_tags)
+    name = run_name or pipeline_run_name(dataset, noise, noise_params, seed)
+    runs = ", ".join(run.name for run in plan.runs)
+    description = f"Pipeline run {name}: method runs {runs}, sharing its data, noise, split, features and neighbors."
+    links = flow_run_tags()
+    run_id = start_run(tracking_uri, experiment, name, config, {KIND_TAG: RUN_KIND, **links, **(run_tags or {})},
+                       description)
+    tag_flow_run(run_id)
+    logger = get_run_logger()
     try:
         raw = ingest(dataset, protocol, noisy_bags, mat_variables)
-        featurize_, neighbors_, method_, trust_, calibration_, conformal_ = (
-            bounded(stage, raw.n_rows)
-            for stage in (split_and_featurize, find_neighbors, run_method, trust_option, calibration_split,
-                          conformal_option)
-        )
-        ds = bounded(add_noise, raw.n_rows)(raw, noise, noise_params, seed)
-        rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
-        outputs, upstream = [], []
-        for group in plan.groups:
-            split = featurize_.submit(ds, rows, group.features, knn_backend, knn_options)
-            neighbors = neighbors_.submit(split, rows, group.k, knn_backend, knn_options)
-            if group.k:
-                upstream.append(log_neighbors.submit(tracking_uri, run_id, group.features, neighbors))
-            native = [method_.submit(m, plan.method_params[m], split, rows, neighbors, seed) for m in group.methods]
-            # Every method is evaluated a second time with the trust score as its reject option.
-            outputs += native + [
-                trust_.submit(o, split, rows, neighbors, knn_backend=knn_backend, knn_options=knn_options)
-                for o in native
-            ]
-            if conformal_alpha is not None:
-                calibration = calibration_.submit(ds, rows, group.features, group.k, knn_backend, knn_options)
-                outputs += [conformal_.submit(m, plan.method_params[m], calibration, seed, conformal_alpha)
-                            for m in group.methods]
-            upstream += [split, neighbors]
-        outputs = _results(upstream + outputs)[len(upstream):]
-        evaluation = evaluate(outputs, ds, rows)
-        table = metrics_table(evaluation.metrics)
-        predictions = prediction_frames(outputs, ds, rows)
-        log_results(tracking_uri, run_id, ds.summary(), evaluation, predictions, table)
+        args = (seed, noise, noise_params, methods, method_params, features, method_features, val_fraction,
+                knn_backend, knn_options, conformal_alpha)
+        staged = stage_tasks if stage_tasks is not None else raw.n_rows >= catalog.STAGE_TASKS_MIN_ROWS
+        # Submitted, not called: on a Dask task runner the protocol runs on a worker, like the stages would.
+        result = (_staged(raw, plan, *args) if staged
+                  else _results([bounded(run_protocol, raw.n_rows).submit(raw, *args)])[0])
+        ds, rows, neighbor_sets, outputs, evaluation = (
+            result.data, result.rows, result.neighbors, result.outputs, result.evaluation)
+        summary = ds.summary()
+        knn = {k: v for features, nb in neighbor_sets.items() for k, v in neighbor_metrics(features, nb).items()}
+        backends = {f"knn.{features}.backend": nb.train.backend for features, nb in neighbor_sets.items() if nb}
+        context = {"dataset": ds.name, "noise": noise, "noise_params": noise_params or {}, "seed": seed,
+                   "protocol": protocol, "knn_backend": knn_backend, "conformal_alpha": conformal_alpha,
+                   "truth": evaluation.truth}
+        method_runs = {"context": context, "runs": plan.runs, "predictions": prediction_frames(outputs, ds, rows),
+                       "lambdas": DEFAULT_LAMBDAS, "tags": links, "run_tags": method_run_tags}
+        method_run_ids = log_results(tracking_uri, run_id, summary, evaluation, knn, backends, method_runs, figures)
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")
         raise
-    end_run(tracking_uri, run_id)
-    return {"run_id": run_id, "experiment": experiment, "tracking_uri": tracking_uri, "metrics": table,
-            "truth": evaluation.truth}
+    _log_stages(logger, summary, rows, neighbor_sets, evaluation)
+    table = evaluation.table
+    publish_table(markdown_table(table), f"Metrics of {name} (MLflow run {run_id})")
+    logger.info(f"MLflow: parent run {run_id} ({name}), method runs "
+                + ", ".join(f"{n} {i}" for n, i in method_run_ids.items()))
+    return {"run_id": run_id, "method_run_ids": method_run_ids, "experiment": experiment,
+            "tracking_uri": tracking_uri, "metrics": table, "truth": evaluation.truth}
+
+
+def _log_stages(logger, summary, rows, neighbor_sets, evaluation):
+    """One log line per stage: what it read, searched and predicted (a cached stage runs no code to log it)."""
+    logger.info(f"data: {summary['name']}, {summary['rows']} rows, {summary['features']} features, "
+                f"{summary['classes']} classes, average bag {summary['average_bag_size']:.2f} labels")
+    logger.info(f"split: {rows.fit.size} fitting + {rows.val.size} validation + {rows.test.size} test rows")
+    for features, nb in neighbor_sets.items():
+        if nb is None:
+            logger.info(f"neighbors {features}: none needed")
+            continue
+        recall = "exact" if nb.train.recall is None else f"recall {min(r.recall for r in (nb.train, nb.test, nb.val)):.3f}"
+        seconds = sum(r.timings.get("build", 0.0) + r.timings.get("query", 0.0) for r in (nb.train, nb.test, nb.val))
+        logger.info(f"neighbors {features}: k={nb.train.indices.shape[1]}, backend {nb.train.backend}, {recall}, "
+                    f"{seconds:.2f} s")
+    for o in evaluation.options:
+        m = o.metrics
+        logger.info(f"method {o.name} [{o.option}]: accuracy {m['accuracy']:.3f}, rejects {m['rejection_rate']:.1%}, "
+                    f"covered accuracy {m['covered_accuracy']:.3f} ({evaluation.truth})")

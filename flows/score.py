@@ -29,6 +29,7 @@ from pll.scoring import (
     write_ledger,
 )
 from tasks.scoring import link_model, load, load_if_any, log_scoring, score
+from flows.links import flow_run_tags, tag_flow_run
 from tasks.tracking import end_run, resolve_tracking_uri, start_run
 
 
@@ -122,7 +123,9 @@ def _score_and_log(fitted, source, input_path, output_path, tracking_uri, experi
     """One scoring run: score the file, log counts and figure; a failure marks the run FAILED."""
     config = {"model_uri": source["model_uri"], "input": str(input_path), "output": str(output_path)}
     tags = {"pll.kind": "scoring", "input_fingerprint": _input_fingerprint(input_path)}
-    run_id = start_run(tracking_uri, experiment, f"score-{Path(input_path).name}", config, tags=tags)
+    run_id = start_run(tracking_uri, experiment, f"score-{Path(input_path).name}", config,
+                       tags={**tags, **flow_run_tags()})
+    tag_flow_run(run_id)
     try:
         link_model(tracking_uri, run_id, source)
         summary, scored = score(fitted, input_path, output_path)

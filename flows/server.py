@@ -44,6 +44,9 @@ def _descriptors_to(path):
                 os.close(fd)
 
 
+TEMPORARY_SERVER_ENV = "PLL_TEMPORARY_PREFECT_SERVER"
+"""Set (to its address) while the API is this process's temporary server, whose UI is gone when the command ends."""
+
 STARTUP_TIMEOUT_SECONDS = 180
 """How long the temporary server may take to start, unless ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``
 is set: Prefect's own default of 20 s is missed on a loaded two-core machine (6-15 s when idle)."""
@@ -135,9 +138,9 @@ def temporary_server():
             f"(its log: {log}); set {PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.name} to wait longer, "
             "or start a server (prefect server start) and point PREFECT_API_URL at it"
         ) from None
-    os.environ[PREFECT_API_URL.name] = server.api_url
+    os.environ[PREFECT_API_URL.name] = os.environ[TEMPORARY_SERVER_ENV] = server.api_url
     try:
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
             yield log
     finally:
-        del os.environ[PREFECT_API_URL.name]
+        del os.environ[PREFECT_API_URL.name], os.environ[TEMPORARY_SERVER_ENV]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from prefect import flow
 
 from flows import LOG_PRINTS
+from flows.links import flow_run_tags, name_flow_run, tag_flow_run
 from pll import catalog
-from pll.experiment import check_run
+from pll.experiment import check_run, dataset_label
 from pll.scoring import check_reject_options
 from pll.neighbors import DEFAULT_BACKEND
 from tasks.ingest import ingest
@@ -55,6 +56,11 @@ def train(
     none) adds prediction sets with coverage ≥ 1 − α to the model's output,
     calibrated on the same hold-out.
 
+    The run, and the LoggedModel, get the model's quality on that hold-out
+    (:func:`pll.scoring.evaluate_holdout`), by the names a pipeline's method
+    run logs (``accuracy``, ``native.risk_0.10``, ``conformal.coverage``, ...);
+    the run's description says what they measure (:func:`metrics_note`).
+
     Returns a dict with ``model_uri`` (``models:/<model_id>``), ``model_id``,
     ``registered_uri`` when ``registered_name`` names a registered model, the
     training ``run_id``, ``experiment`` and ``tracking_uri``.
@@ -83,7 +89,11 @@ def train(
         "conformal_alpha": conformal_alpha,
         "registered_name": registered_name,
     }
-    run_id = start_run(tracking_uri, experiment, f"train-{method}-{dataset}", config, tags={"pll.kind": "training"})
+    name = f"train {method} on {dataset_label(dataset)}"
+    run_id = start_run(tracking_uri, experiment, name, config, tags={"pll.kind": "training", **flow_run_tags()},
+                       description=metrics_note(threshold, reject_lambda, conformal_alpha))
+    name_flow_run(name)
+    tag_flow_run(run_id)
     try:
         ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
         fitted = fit(ds, method, method_params, features, seed, threshold, knn_backend, knn_options, conformal_alpha,
@@ -94,3 +104,24 @@ def train(
         raise
     end_run(tracking_uri, run_id)
     return {**logged, "run_id": run_id, "experiment": experiment, "tracking_uri": tracking_uri}
+
+
+def metrics_note(threshold=None, reject_lambda=None, conformal_alpha=None) -> str:
+    """The training run's description: what its metrics measure, and which of them are in-sample.
+
+    The hold-out both calibrates the model's threshold and sets and judges
+    them; a reader of the registry should not take those figures for test
+    results.
+    """
+    rule = ("its threshold" if threshold is not None or reject_lambda is not None else "the method's own rule")
+    lines = [
+        "Metrics: the model's quality on a seeded 20 % hold-out, predicted by its twin fitted on the other "
+        "80 % (against true labels when the data has them, else against the rows' bags).",
+        f"`accuracy`, `mcc` (true labels only) and `native.*`: its predictions with {rule}, what `pll score` applies.",
+    ]
+    if reject_lambda is not None:
+        lines.append("The threshold was chosen on the same hold-out (`holdout.*`), so `native.*` is in-sample.")
+    if conformal_alpha is not None:
+        lines.append("`conformal.*`: the prediction sets, calibrated on the same hold-out rows, so their coverage "
+                     "there is in-sample, no test of their guarantee.")
+    return "\n\n".join(lines)

@@ -59,3 +59,10 @@ DEFAULT_GRID_EXPERIMENT = "pll-benchmark"
 """The MLflow experiment of a benchmark grid that names none."""
 DEFAULT_CONFORMAL_ALPHA = 0.1
 """Miscoverage of the conformal prediction sets a run evaluates (``pll.conformal``); None leaves the option out."""
+STAGE_TASKS_MIN_ROWS = 10_000
+"""From this many rows a pipeline run has a Prefect task per stage; below, one task runs the whole protocol.
+
+On small data every stage takes milliseconds and a task costs more in
+orchestration (about 50 ms each, some 30 per run) than it computes; above,
+stages take seconds to hours and are worth caching, tracking and running in
+parallel one by one."""

@@ -30,9 +30,14 @@ Wherever a parameter's value is a list (noise and method parameters,
 cell per value; lists in several places multiply.  The example above has
 2 data sets x 3 noise settings x 2 seeds x 3 method settings = 36 cells.
 
+Cells that differ only in their method settings share one pipeline
+execution (:class:`Execution`): one data set, noise, split, feature fit and
+neighbor search, and a method run per cell.  The example above runs 12
+executions of 3 method runs each.
+
 Every cell has a stable key, a hash of its pipeline parameters: the same
-cell in any grid, on any machine, has the same key.  A grid's key hashes its
-name and its cells' keys.
+cell in any grid, on any machine, has the same key; an execution's key
+hashes its cells' keys, a grid's its name and its cells' keys.
 
 Examples
 --------
@@ -41,9 +46,12 @@ Examples
 >>> len(grid.cells)
 4
 >>> grid.cells[0].label
-'iris / auto / pl_knn(n_neighbors=3) / seed 0'
+'iris / auto / pl_knn k=3 / seed 0'
 >>> grid.cells[0].pipeline_parameters()["method_params"]
 {'pl_knn': {'n_neighbors': 3}}
+>>> [(e.run_name, e.pipeline_parameters()["method_params"]) for e in grid.executions]
+[('iris / auto / seed 0', {'pl_knn': [{'n_neighbors': 3}, {'n_neighbors': 5}]}), \
+('iris / auto / seed 1', {'pl_knn': [{'n_neighbors': 3}, {'n_neighbors': 5}]})]
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ from . import catalog
 from .data import PROTOCOLS
 from .errors import DataFileError, InvalidParameterError, PllError
 from .evaluation import compare_methods
+from .experiment.evaluation import LABEL_METRICS, SHARED_LABEL_OPTIONS
+from .experiment.plan import method_run_name, noise_label, pipeline_run_name
 from .plots import risk_figure
 from .tables import significance_table
 from .features import FEATURE_PIPELINES
@@ -87,7 +97,11 @@ def stable_hash(obj, length=12) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Cell:
-    """One pipeline run of a grid."""
+    """One method setting on one data set, noise, seed, features and kNN backend: a method run of a grid.
+
+    ``features`` is the method's feature pipeline, ``run_features`` the
+    grid's, which the other methods of its execution run on.
+    """
 
     dataset: str
     protocol: str
@@ -101,9 +115,10 @@ class Cell:
     knn_backend: str
     knn_options: dict
     val_fraction: float
+    run_features: str
 
     def pipeline_parameters(self) -> dict:
-        """Keyword arguments of the pipeline flow that run this cell."""
+        """Keyword arguments of a pipeline flow that runs this cell alone."""
         return {
             "dataset": self.dataset,
             "protocol": self.protocol,
@@ -125,17 +140,71 @@ class Cell:
 
     @property
     def noise_label(self) -> str:
-        return self.noise + (f"({_kwargs(self.noise_params)})" if self.noise_params else "")
+        return noise_label(self.noise, self.noise_params)
 
     @property
     def variant(self) -> str:
-        """The method with its parameters, e.g. ``pl_knn(n_neighbors=5)``."""
-        return f"{self.method}({_kwargs(self.method_params)})" if self.method_params else self.method
+        """The method with its parameters, its method run's name, e.g. ``pl_knn k=5``."""
+        return method_run_name(self.method, self.method_params)
+
+    @property
+    def execution_settings(self) -> tuple:
+        """What its execution shares: everything but the method setting (hashable)."""
+        return (self.dataset, self.protocol, self.noisy_bags, self.noise, stable_hash(self.noise_params), self.seed,
+                self.run_features, self.knn_backend, stable_hash(self.knn_options), self.val_fraction)
 
     @property
     def label(self) -> str:
         """A short human-readable name: data set / noise / method(params) / seed."""
         return f"{self.dataset} / {self.noise_label} / {self.variant} / seed {self.seed}"
+
+
+@dataclass(frozen=True, eq=False)
+class Execution:
+    """The cells of a grid that share one pipeline execution; ``run_name`` is unique in the grid."""
+
+    cells: tuple
+    run_name: str
+
+    @property
+    def key(self) -> str:
+        return stable_hash([c.key for c in self.cells])
+
+    def pipeline_parameters(self) -> dict:
+        """Keyword arguments of the pipeline flow: one method run per cell, named by :attr:`Cell.variant`."""
+        first = self.cells[0]
+        settings = {}
+        for cell in self.cells:
+            settings.setdefault(cell.method, []).append(dict(cell.method_params))
+        params = first.pipeline_parameters()
+        params.update(
+            methods=list(settings),
+            method_params={m: s[0] if len(s) == 1 else s for m, s in settings.items()},
+            features=first.run_features,
+            method_features={c.method: c.features for c in self.cells},
+            run_name=self.run_name,
+        )
+        return params
+
+
+def _executions(cells) -> tuple:
+    """Cells grouped by what they share, in order of first appearance; names say what differs between groups."""
+    groups = {}
+    for cell in cells:
+        groups.setdefault(cell.execution_settings, []).append(cell)
+    varying = [(attr, label) for attr, label in (("run_features", "features"), ("knn_backend", "knn"))
+               if len({getattr(c, attr) for c in cells}) > 1]
+    stems = {}
+    for cell in cells:
+        stems.setdefault(Path(cell.dataset).stem, set()).add(cell.dataset)
+    executions = []
+    for group in groups.values():
+        c = group[0]
+        # A file by its stem, or by its path without the suffix when stems clash.
+        dataset = str(Path(c.dataset).with_suffix("")) if len(stems[Path(c.dataset).stem]) > 1 else c.dataset
+        extra = [f"{label}={getattr(c, attr)}" for attr, label in varying]
+        executions.append(Execution(tuple(group), pipeline_run_name(dataset, c.noise, c.noise_params, c.seed, *extra)))
+    return tuple(executions)
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,6 +222,11 @@ class Grid:
     @property
     def key(self) -> str:
         return stable_hash({"name": self.name, "cells": [c.key for c in self.cells]})
+
+    @property
+    def executions(self) -> tuple:
+        """The grid's :class:`Execution` s: its cells grouped by all but their method settings."""
+        return _executions(self.cells)
 
 
 def load_grid(path) -> Grid:
@@ -233,7 +307,7 @@ def parse_grid(spec, source="<grid>") -> Grid:
     ):
         cells.append(
             Cell(dataset, protocol, noisy_bags, noise, noise_params, int(seed), method, params,
-                 method_features.get(method, feature), backend, knn_options, float(val_fraction))
+                 method_features.get(method, feature), backend, knn_options, float(val_fraction), feature)
         )
     seen = {}
     for cell in cells:
@@ -241,10 +315,6 @@ def parse_grid(spec, source="<grid>") -> Grid:
             raise bad("cells", f"{cell.label!r} appears twice (a value is listed twice)")
         seen[cell.key] = cell
     return Grid(name, tuple(cells), experiment, int(max_concurrency), description, source, dict(spec))
-
-
-def _kwargs(params):
-    return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
 def _is_int(value):
@@ -347,21 +417,24 @@ TABLE_METRICS = {"accuracy": 100, "covered_accuracy": 100, "rejection_rate": 100
 _RISK = re.compile(r"^(?P<cal>cal_)?risk_(?P<lam>\d+\.\d+)$")
 
 
-def results_table(cells, tables) -> pd.DataFrame:
+def results_table(executions, tables) -> pd.DataFrame:
     """One table of every finished cell's metrics, with the cell's settings in front.
 
-    ``tables`` maps a cell key to that cell's metrics table (one row per
-    method and reject option); cells without one are left out.  ``noise``
-    and ``variant`` (method and parameters) are the labels used in
-    :attr:`Cell.label`.
+    ``tables`` maps an execution key to its metrics table (one row per
+    method run, column ``method``, and reject option); executions without
+    one are left out.  ``noise`` and ``variant`` (method and parameters,
+    the method run's name) are the labels used in :attr:`Cell.label`.
     """
     frames = []
-    for cell in cells:
-        if cell.key not in tables:
+    for execution in executions:
+        if execution.key not in tables:
             continue
-        values = (cell.key, cell.dataset, cell.noise_label, cell.seed, cell.variant, cell.features, cell.knn_backend)
-        settings = dict(zip(CELL_COLUMNS, values))
-        frames.append(tables[cell.key].assign(**settings))
+        table = tables[execution.key]
+        for cell in execution.cells:
+            values = (cell.key, cell.dataset, cell.noise_label, cell.seed, cell.variant, cell.features,
+                      cell.knn_backend)
+            rows = table[table["method"] == cell.variant]
+            frames.append(rows.assign(**dict(zip(CELL_COLUMNS, values))))
     if not frames:
         return pd.DataFrame(columns=list(CELL_COLUMNS))
     table = pd.concat(frames, ignore_index=True)
@@ -374,20 +447,29 @@ def summarize(table, alpha=0.05) -> pd.DataFrame:
     What is compared is a method setting with one reject option (``variant
     [reject]``, plus the feature pipeline or kNN backend when one method
     setting runs with several); seeds pair the observations
-    (:func:`pll.evaluation.compare_methods`).
+    (:func:`pll.evaluation.compare_methods`).  The label metrics
+    (:data:`~pll.experiment.evaluation.LABEL_METRICS`) of the options that keep the method's
+    labels are one comparison per method setting (``variant``), not one per
+    option: those rows would repeat each other by construction.
     """
     columns = ["dataset", "noise", "metric", "method", "mean", "std", "n", "best", "p_value", "marked"]
     if table.empty:
         return pd.DataFrame(columns=columns)
     ids = set(CELL_COLUMNS) | {"method", "reject"}
     metrics = [c for c in table.columns if c not in ids and pd.api.types.is_numeric_dtype(table[c])]
-    compared = table["variant"] + " [" + table["reject"].astype(str) + "]"
+    setting = table["variant"]
     for column in ("features", "knn_backend"):
         if table.groupby("variant")[column].nunique().max() > 1:
-            compared = compared + f" {column}=" + table[column].astype(str)
-    long = table.assign(method=compared).melt(
-        id_vars=["dataset", "noise", "seed", "method"], value_vars=metrics, var_name="metric"
+            setting = setting + f" {column}=" + table[column].astype(str)
+    compared = setting.str.cat(" [" + table["reject"].astype(str) + "]")
+    long = table.assign(method=compared, _reject=table["reject"], _setting=setting).melt(
+        id_vars=["dataset", "noise", "seed", "method", "_reject", "_setting"], value_vars=metrics, var_name="metric"
     )
+    shared = long["metric"].isin(LABEL_METRICS) & long["_reject"].isin(SHARED_LABEL_OPTIONS)
+    keep = ~shared | (long["_reject"] == "native")  # the method's own labels, once
+    long, shared = long[keep], shared[keep]
+    long.loc[shared, "method"] = long.loc[shared, "_setting"]
+    long = long.drop(columns=["_reject", "_setting"])
     long = long[np.isfinite(long["value"].astype(float))]
     if long.empty:
         return pd.DataFrame(columns=columns)

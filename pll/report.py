@@ -7,8 +7,9 @@ import pandas as pd
 from .tables import markdown_table
 
 GLOSSARY = """\
-Metric names are `<method>.<reject option>.<metric>` (reject option `native`: the method's own rule;
-`trust`: a trust-score threshold).  Over the test rows: `accuracy` and `mcc` (Matthews correlation) over
+The tables have a row per method run and reject option (`native`: the method's own rule; `trust`: a
+trust-score threshold; `conformal`: a prediction set of one label).  Each method run's MLflow run logs
+them as `<reject option>.<metric>`, and `accuracy` and `mcc` once, unprefixed.  Over the test rows: `accuracy` and `mcc` (Matthews correlation) over
 all rows, rejected ones included; `rejection_rate`; `covered_accuracy` (accuracy of the accepted rows, 1.0
 when none is accepted); `nonreject_error` (accepted and wrong, over all rows); `risk_<λ>` =
 `nonreject_error + λ · rejection_rate`; `aurc` (area under the risk–coverage curve of the score, lower is

@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ from .data.tabular import CANDIDATES
 from ._random import seed_to_int
 from .catalog import DEFAULT_CONFORMAL_ALPHA
 from .errors import DataFileError, InvalidDataError, InvalidParameterError
-from .evaluation import _check_lambdas
+from .evaluation import DEFAULT_LAMBDAS, _check_lambdas
 from .features import make_features
 from .methods import make_method
 from .methods.base import set_labels
@@ -81,6 +81,10 @@ class FittedModel:
     calibration : dict or None
         How ``reject_threshold`` was chosen on a hold-out
         (:func:`calibrate_threshold`), when it was.
+    holdout_metrics : dict or None
+        The model's quality on its hold-out (:func:`evaluate_holdout`): reject
+        option -> metric -> value, so that a model shows what it is worth
+        wherever it goes; None for a model pickled before they were kept.
     """
 
     method: str
@@ -93,6 +97,7 @@ class FittedModel:
     reject_threshold: float | None = None
     set_predictor: SetPredictor | None = None
     calibration: dict | None = None
+    holdout_metrics: dict | None = None
 
     @property
     def threshold(self):
@@ -213,6 +218,61 @@ def calibrate_threshold(ds, holdout: Holdout, lam) -> dict:
             if name != "lambda"}
 
 
+def evaluate_holdout(ds, holdout: Holdout, threshold=None, set_predictor: SetPredictor | None = None,
+                     lambdas=DEFAULT_LAMBDAS) -> dict:
+    """The reject report of the ``holdout`` model on its held-out rows, for each reject option the model has.
+
+    A model fitted on every row has no unseen rows to be judged on; its
+    hold-out twin (same features, method and parameters, fitted on the other
+    rows) stands in for it.  Rows are judged as the pipeline's evaluation
+    judges test rows: against true labels when ``ds`` has them
+    (:func:`pll.evaluation.reject_report`), else by the partial-label loss
+    against their bags, rows with empty bags left out
+    (:func:`pll.evaluation.partial_label_report`).
+
+    Parameters
+    ----------
+    ds : PartialLabelDataset
+        The data set ``holdout`` was fitted on.
+    holdout : Holdout
+    threshold : float or None
+        The model's reject threshold (``accept = score > threshold``); None
+        keeps the method's own decision.  Either way this is what
+        ``pll score`` would do: option ``native``.  A threshold chosen on
+        this hold-out (``reject_lambda``) makes its risks in-sample.
+    set_predictor : SetPredictor or None
+        The model's conformal sets, calibrated on the hold-out's rows: option
+        ``conformal`` (accept iff the set is one label) adds
+        :func:`pll.conformal.set_report`.  Their ``coverage`` (true labels
+        only) is measured on their own calibration rows, so it is in-sample,
+        no test of their guarantee; set sizes and the reject report are
+        in-sample too.
+    lambdas : sequence of float
+        Rejection costs of the ``risk_<λ>`` metrics.
+
+    Returns
+    -------
+    dict
+        Reject option -> metric -> value, as
+        :func:`pll.experiment.evaluation.run_metrics` names for a run; empty
+        when no held-out row can be judged (no true labels and only empty bags).
+    """
+    from .experiment.evaluation import _Judge
+
+    try:
+        judge = _Judge(ds, holdout.rows, "held-out")
+    except InvalidDataError:
+        return {}
+    pred = holdout.estimator.predict_with_reject(holdout.X)
+    if threshold is not None:
+        pred = replace(pred, accept=pred.score > threshold)
+    options = {"native": judge.report(pred, lambdas)}
+    if set_predictor is not None:
+        sets = set_predictor.sets.predict_with_reject(holdout.X)
+        options["conformal"] = {**judge.report(sets, lambdas), **judge.sets(sets)}
+    return options
+
+
 def fit_model(ds, method, params=None, features="minmax", random_state=None, threshold=None, knn="exact",
               knn_params=None, conformal_alpha=DEFAULT_CONFORMAL_ALPHA, reject_lambda=None) -> FittedModel:
     """Fit the feature pipeline and ``method`` (with ``params``) on every row of ``ds``.
@@ -248,16 +308,14 @@ def fit_model(ds, method, params=None, features="minmax", random_state=None, thr
     estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_params, keep=params or {})
     estimator.fit(X, ds.S)
     classes = np.asarray(ds.classes).astype(str)
-    set_predictor, calibration = None, None
-    if conformal_alpha is not None or reject_lambda is not None:
-        holdout = fit_holdout(ds, method, params, features, random_state, knn, knn_params)
-        if conformal_alpha is not None:
-            set_predictor = fit_set_predictor(ds, holdout, conformal_alpha)
-        if reject_lambda is not None:
-            calibration = calibrate_threshold(ds, holdout, reject_lambda)
-            threshold = calibration["threshold"]
-    return FittedModel(method, estimator, transformer, features, names, classes, ds.fingerprint(),
-                       None if threshold is None else float(threshold), set_predictor, calibration)
+    holdout = fit_holdout(ds, method, params, features, random_state, knn, knn_params)
+    set_predictor = None if conformal_alpha is None else fit_set_predictor(ds, holdout, conformal_alpha)
+    calibration = None if reject_lambda is None else calibrate_threshold(ds, holdout, reject_lambda)
+    if calibration is not None:
+        threshold = calibration["threshold"]
+    threshold = None if threshold is None else float(threshold)
+    return FittedModel(method, estimator, transformer, features, names, classes, ds.fingerprint(), threshold,
+                       set_predictor, calibration, evaluate_holdout(ds, holdout, threshold, set_predictor))
 
 
 def check_reject_options(threshold=None, reject_lambda=None, conformal_alpha=None):

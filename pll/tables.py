@@ -11,28 +11,14 @@ _CALIBRATED = re.compile(r"^cal_(?P<what>.+)_(?P<lam>\d+\.\d\d)$")
 _RISK = re.compile(r"^risk_(?P<lam>\d+\.\d\d)$")
 
 
-def metrics_table(metrics: dict) -> pd.DataFrame:
-    """Metrics named ``<method>.<reject option>.<metric>`` as one row per (method, reject option).
-
-    Rows keep the methods in order of appearance, each method's options together.
-    """
-    rows = {}
-    for name, value in metrics.items():
-        method, option, metric = name.split(".", 2)
-        rows.setdefault(method, {}).setdefault(option, {})[metric] = value
-    return pd.DataFrame(
-        [{"method": m, "reject": o, **vals} for m, options in rows.items() for o, vals in options.items()]
-    )
-
-
-def risk_table(metrics: dict) -> pd.DataFrame:
+def risk_table(table: pd.DataFrame) -> pd.DataFrame:
     """``R_λ`` per (method, reject option, λ): at the option's own rule and at the calibrated threshold.
 
     Parameters
     ----------
-    metrics : dict
-        Metrics named ``<method>.<option>.risk_<λ>`` and
-        ``<method>.<option>.cal_<what>_<λ>`` (see ``pll.experiment.evaluate``).
+    table : DataFrame
+        The comparison table of a run (:attr:`pll.experiment.Evaluation.table`):
+        columns ``method``, ``reject``, ``risk_<λ>`` and ``cal_<what>_<λ>``.
 
     Returns
     -------
@@ -42,21 +28,26 @@ def risk_table(metrics: dict) -> pd.DataFrame:
 
     Examples
     --------
-    >>> risk_table({"m.native.risk_0.10": 0.2, "m.native.cal_risk_0.10": 0.15})
+    >>> risk_table(pd.DataFrame({"method": ["m"], "reject": ["native"], "risk_0.10": [0.2], "cal_risk_0.10": [0.15]}))
       method  reject  lambda  risk  cal_risk
     0      m  native     0.1   0.2      0.15
     """
-    rows = {}
-    for name, value in metrics.items():
-        method, option, metric = name.split(".", 2)
-        risk, cal = _RISK.match(metric), _CALIBRATED.match(metric)
-        match, column = (risk, "risk") if risk else (cal, f"cal_{cal['what']}") if cal else (None, None)
-        if match:
-            rows.setdefault((method, option, float(match["lam"])), {})[column] = value
-    frame = pd.DataFrame([{"method": m, "reject": o, "lambda": lam, **v} for (m, o, lam), v in rows.items()])
-    if frame.empty:
-        return frame
-    return frame.sort_values(["method", "reject", "lambda"], ignore_index=True)
+    columns = {}
+    for name in table.columns:
+        risk, cal = _RISK.match(str(name)), _CALIBRATED.match(str(name))
+        if risk:
+            columns[name] = ("risk", float(risk["lam"]))
+        elif cal:
+            columns[name] = (f"cal_{cal['what']}", float(cal["lam"]))
+    if table.empty or not columns:
+        return pd.DataFrame()
+    long = table.melt(id_vars=["method", "reject"], value_vars=list(columns), var_name="_column")
+    long["lambda"] = [columns[c][1] for c in long["_column"]]
+    long["_kind"] = [columns[c][0] for c in long["_column"]]
+    wide = long.pivot_table(index=["method", "reject", "lambda"], columns="_kind", values="value", sort=True)
+    wide.columns.name = None
+    ordered = ["risk"] + sorted(c for c in wide.columns if c != "risk")
+    return wide.reset_index()[["method", "reject", "lambda", *[c for c in ordered if c in wide.columns]]]
 
 
 def significance_table(summary: pd.DataFrame, columns="dataset", digits=2, scale=1.0) -> pd.DataFrame:

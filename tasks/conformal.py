@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from pll import catalog, experiment
-from pll.experiment import CalibrationSplit, MethodOutput
+from pll.experiment import CalibrationSplit, MethodOutput, MethodRun
 from tasks.caching import CACHED, RETRIES
 from tasks.progress import logged_progress
 
@@ -17,9 +17,9 @@ def calibration_split(ds, rows, features: str, k: int, knn_backend: str, knn_opt
         return experiment.calibration_split(ds, rows, features, k, knn_backend, knn_options)
 
 
-@task(name="conformal", **CACHED, **RETRIES, task_run_name="conformal-{name}")
-def conformal_option(name: str, params: dict | None, calibration: CalibrationSplit, seed: int,
+@task(name="conformal", **CACHED, **RETRIES, task_run_name="conformal-{run.name}")
+def conformal_option(run: MethodRun, calibration: CalibrationSplit, seed: int,
                      alpha: float = catalog.DEFAULT_CONFORMAL_ALPHA) -> MethodOutput:
-    """Method ``name`` fitted on the fitting rows, calibrated on the validation rows: sets with coverage ≥ 1 − α."""
+    """The method run fitted on the fitting rows, calibrated on the validation rows: sets with coverage ≥ 1 − α."""
     with logged_progress():
-        return experiment.conformal_option(name, params, calibration, seed, alpha)
+        return experiment.conformal_option(run, calibration, seed, alpha)

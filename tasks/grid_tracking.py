@@ -1,9 +1,10 @@
-"""MLflow bookkeeping of a benchmark grid: one parent run, a child run per cell.
+"""MLflow bookkeeping of a benchmark grid: one parent run, a pipeline run per execution, a method run per cell.
 
-The parent carries the tag ``pll.grid_key`` (the grid's hash) and each child
-``mlflow.parentRunId`` and ``pll.cell_key``.  Those tags are how a grid that
-was interrupted finds its parent again and learns which cells already
-finished, so that starting it again runs only the missing cells.
+The grid's run carries the tag ``pll.grid_key`` (the grid's hash), each
+pipeline run ``mlflow.parentRunId`` and ``pll.execution_key``, each method
+run below it ``pll.cell_key``.  Those tags are how a grid that was
+interrupted finds its parent again and learns which executions already
+finished, so that starting it again runs only the missing ones.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.tracking import log_frame, log_json
+from tasks.tracking import PARENT_TAG, log_frame, log_json
 
 GRID_KEY_TAG = "pll.grid_key"
 CELL_KEY_TAG = "pll.cell_key"
-PARENT_TAG = "mlflow.parentRunId"
+EXECUTION_KEY_TAG = "pll.execution_key"
 
 
 def _search(client, experiment, filter_string):
@@ -59,23 +60,29 @@ def find_unfinished_grid(tracking_uri: str, experiment: str, grid_key: str) -> s
     return run_id
 
 
-@task(name="finished-cells", cache_policy=NO_CACHE)
-def finished_cells(tracking_uri: str, experiment: str, parent_run_id: str) -> dict[str, str]:
-    """Cell key -> run id of the parent's finished children; stale RUNNING children are marked KILLED."""
+@task(name="finished-executions", cache_policy=NO_CACHE)
+def finished_executions(tracking_uri: str, experiment: str, parent_run_id: str) -> dict[str, str]:
+    """Execution key -> run id of the grid's finished pipeline runs; the unfinished are deleted, with their method runs.
+
+    An execution that did not finish runs again as a whole (its finished
+    stages come from the cache), so its old runs would only repeat names.
+    """
     client = MlflowClient(tracking_uri)
     done = {}
     for run in _search(client, experiment, f"tags.`{PARENT_TAG}` = '{parent_run_id}'"):
-        key = run.data.tags.get(CELL_KEY_TAG)
+        key = run.data.tags.get(EXECUTION_KEY_TAG)
         if run.info.status == "FINISHED" and key:
             done[key] = run.info.run_id
-        elif run.info.status == "RUNNING":
-            client.set_terminated(run.info.run_id, "KILLED")
+            continue
+        for child in _search(client, experiment, f"tags.`{PARENT_TAG}` = '{run.info.run_id}'"):
+            client.delete_run(child.info.run_id)
+        client.delete_run(run.info.run_id)
     return done
 
 
-@task(name="cell-metrics", cache_policy=NO_CACHE)
-def cell_metrics(tracking_uri: str, run_id: str) -> pd.DataFrame:
-    """The metrics table a finished cell logged (``metrics.csv``)."""
+@task(name="execution-metrics", cache_policy=NO_CACHE)
+def execution_metrics(tracking_uri: str, run_id: str) -> pd.DataFrame:
+    """The metrics table a finished pipeline run logged (``metrics.csv``)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = MlflowClient(tracking_uri).download_artifacts(run_id, "metrics.csv", tmp)
         return pd.read_csv(path)

@@ -3,13 +3,13 @@
 from prefect import task
 
 from pll import experiment
-from pll.experiment import MethodOutput
+from pll.experiment import MethodOutput, MethodRun
 from tasks.caching import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 
-@task(name="method", **CACHED, **RETRIES, task_run_name="method-{name}")
-def run_method(name: str, params: dict | None, split, rows, neighbors, seed: int) -> MethodOutput:
-    """Fit ``name`` on the split's training rows, reusing the precomputed ``neighbors``."""
+@task(name="method", **CACHED, **RETRIES, task_run_name="method-{run.name}")
+def run_method(run: MethodRun, split, rows, neighbors, seed: int) -> MethodOutput:
+    """Fit the method run on the split's training rows, reusing the precomputed ``neighbors``."""
     with logged_progress():
-        return experiment.run_method(name, params, split, rows, neighbors, seed)
+        return experiment.run_method(run, split, rows, neighbors, seed)

@@ -24,23 +24,25 @@ from pathlib import Path
 
 import mlflow.pyfunc
 import pandas as pd
-from mlflow.entities import LoggedModelInput, LoggedModelOutput, LoggedModelStatus
+from mlflow.entities import LoggedModelInput, LoggedModelOutput, LoggedModelStatus, Metric
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model, ModelSignature
 from mlflow.store.artifact.utils.models import get_model_name_and_version
 from mlflow.types import ColSpec, Schema
 from mlflow.tracking import MlflowClient
+from mlflow.utils.time import get_current_time_millis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll.data.tabular import CANDIDATES, SEPARATOR
 from pll.errors import InvalidParameterError, ModelNotFoundError
 from pll.catalog import DEFAULT_CONFORMAL_ALPHA
+from pll.experiment.evaluation import run_metrics
 from pll.scoring import FittedModel, feature_names, fit_model
 
 from .progress import logged_progress
 from .served import predict_served
-from .tracking import log_json
+from .tracking import log_entries, log_json
 
 ARTIFACT = "fitted_model"
 MODEL_NAME = "model"
@@ -102,7 +104,9 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
     """Log ``fitted`` as a pyfunc LoggedModel, output of run ``run_id``; optionally register it.
 
     The run also gets the training data's ``summary`` (``dataset_summary.json``),
-    its fingerprint (tag ``data_fingerprint``) and the effective ``reject_threshold`` (parameter).
+    its fingerprint (tag ``data_fingerprint``), the effective ``reject_threshold``
+    (parameter) and :func:`model_metrics`: the hold-out's quality, also
+    logged as the LoggedModel's metrics so that the model's page shows it.
 
     Returns ``model_uri`` (``models:/<model_id>``), ``model_id`` and, when
     registered, ``registered_uri`` (``models:/<name>/<version>``).
@@ -113,8 +117,6 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
     client.set_tag(run_id, "data_fingerprint", fitted.fingerprint)
     log_json(client, run_id, summary, "dataset_summary.json")
     client.log_param(run_id, "reject_threshold", json.dumps(fitted.threshold))
-    for name, value in (fitted.calibration or {}).items():  # how the threshold was chosen, on the hold-out
-        client.log_metric(run_id, f"holdout.{name}", float(value))
     model = client.create_logged_model(
         run.info.experiment_id,
         name=MODEL_NAME,
@@ -124,6 +126,7 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
         model_type="pll",
     )
     try:
+        log_entries(client, run_id, metrics=model_metrics(fitted, model.model_id))
         with tempfile.TemporaryDirectory() as tmp:
             pickled = Path(tmp) / "fitted_model.pkl"
             pickled.write_bytes(pickle.dumps(fitted, protocol=pickle.HIGHEST_PROTOCOL))
@@ -168,6 +171,25 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
             ) from None
         out["registered_uri"] = f"models:/{register}/{version.version}"
     return out
+
+
+def model_metrics(fitted: FittedModel, model_id: str) -> list[Metric]:
+    """The metrics a training run logs: the model's quality and how its threshold was chosen.
+
+    The hold-out's reject report (:attr:`~pll.scoring.FittedModel.holdout_metrics`)
+    by the names a pipeline's method run logs
+    (:func:`pll.experiment.evaluation.run_metrics`: ``accuracy``,
+    ``native.risk_0.10``, ``conformal.coverage``, ...), attached to the
+    LoggedModel ``model_id`` as well as to the run; and ``holdout.<name>`` of
+    the threshold's calibration (:func:`pll.scoring.calibrate_threshold`), the
+    run's only.
+    """
+    now = get_current_time_millis()
+    quality = run_metrics(fitted.holdout_metrics or {})
+    return [
+        *(Metric(name, float(value), now, 0, model_id=model_id) for name, value in quality.items()),
+        *(Metric(f"holdout.{name}", float(value), now, 0) for name, value in (fitted.calibration or {}).items()),
+    ]
 
 
 def describe(fitted: FittedModel) -> dict:

@@ -1,4 +1,4 @@
-"""MLflow logging: one run per pipeline execution, written through an explicit client.
+"""MLflow logging helpers: runs created, configured and filled through an explicit client.
 
 An explicit :class:`~mlflow.tracking.MlflowClient` and run id (rather than
 MLflow's thread-local active run) lets any task, in any thread or Dask
@@ -10,22 +10,22 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pll.plots import precision_figure, risk_figure, tradeoff_figure
-from pll.report import run_report
-from pll.tables import markdown_table, risk_table
+from pll.tables import markdown_table
 # The flows resolve their store through this module too.
 from tasks.tracking_store import DEFAULT_TRACKING_URI, artifact_location, resolve_tracking_uri  # noqa: F401
 
 KEY_PACKAGES = ("pll", "numpy", "scipy", "scikit-learn", "pynndescent", "dask", "prefect", "mlflow")
-_BATCH = 900  # MLflow accepts at most 1000 entries per log_batch call
+BATCH_ENTRIES = 1000  # MLflow's limits of one log_batch call
+BATCH_PARAMS_OR_TAGS = 100
 FIGURE_DPI = 120
 
 
@@ -66,20 +66,65 @@ def flatten_params(config: dict, prefix="") -> dict:
     return flat
 
 
-@task(name="start-run", cache_policy=NO_CACHE)
-def start_run(tracking_uri: str, experiment: str, run_name: str, config: dict, tags: dict | None = None) -> str:
-    """Create the MLflow run, log the configuration as parameters and artifact; return its id."""
-    client = MlflowClient(tracking_uri)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+CLASSIC_KIND = "custom_model_development"  # MLflow 3 opens other experiments in its GenAI view
+PARENT_TAG = "mlflow.parentRunId"
+DESCRIPTION_TAG = "mlflow.note.content"  # the run's description in the UI
+KIND_TAG = "pll.kind"
+
+
+def experiment_id(client, experiment: str, tracking_uri: str) -> str:
+    """The id of ``experiment``, created if missing; tagged as classic model development for MLflow's UI."""
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment, artifact_location(tracking_uri))
-    all_tags = {"git_commit": git_commit(), **{f"version.{k}": v for k, v in package_versions().items()}}
-    all_tags.update(tags or {})
+    if exp is None or exp.tags.get(EXPERIMENT_KIND_TAG) != CLASSIC_KIND:
+        client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, CLASSIC_KIND)
+    return exp_id
+
+
+def provenance_tags() -> dict:
+    """What produced a run: the code's commit and the key packages' versions."""
+    return {"git_commit": git_commit(), **{f"version.{k}": v for k, v in package_versions().items()}}
+
+
+@task(name="start-run", cache_policy=NO_CACHE)
+def start_run(tracking_uri: str, experiment: str, run_name: str, config: dict, tags: dict | None = None,
+              description: str | None = None) -> str:
+    """Create the MLflow run, log the configuration as parameters and artifact; return its id.
+
+    ``tags`` may name a parent run (``mlflow.parentRunId``); ``description``
+    is the one sentence the UI shows as the run's description.
+    """
+    client = MlflowClient(tracking_uri)
+    exp_id = experiment_id(client, experiment, tracking_uri)
+    all_tags = {**provenance_tags(), **(tags or {})}
+    if description:
+        all_tags[DESCRIPTION_TAG] = description
     run = client.create_run(exp_id, run_name=run_name, tags=all_tags)
-    params = [Param(k, str(v)[:6000]) for k, v in flatten_params(config).items()]
-    for i in range(0, len(params), _BATCH):
-        client.log_batch(run.info.run_id, params=params[i : i + _BATCH])
+    log_entries(client, run.info.run_id, params=flatten_params(config))
     log_json(client, run.info.run_id, config, "config.json")
     return run.info.run_id
+
+
+def log_entries(client, run_id, *, metrics=(), params=None, tags=None):
+    """Metrics (:class:`~mlflow.entities.Metric`), params and tags in as few ``log_batch`` calls as MLflow allows.
+
+    A call takes at most :data:`BATCH_ENTRIES` entries, of which at most
+    :data:`BATCH_PARAMS_OR_TAGS` params and as many tags.
+    """
+    params = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+    tags = [RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()]
+    metrics = list(metrics)
+    while metrics or params or tags:
+        batch_params, params = params[:BATCH_PARAMS_OR_TAGS], params[BATCH_PARAMS_OR_TAGS:]
+        batch_tags, tags = tags[:BATCH_PARAMS_OR_TAGS], tags[BATCH_PARAMS_OR_TAGS:]
+        room = BATCH_ENTRIES - len(batch_params) - len(batch_tags)
+        batch_metrics, metrics = metrics[:room], metrics[room:]
+        client.log_batch(run_id, metrics=batch_metrics, params=batch_params, tags=batch_tags)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def log_json(client, run_id, obj, artifact_file):
@@ -101,9 +146,9 @@ def log_frame(client, run_id, frame, artifact_file):
 
 
 def log_metrics(client, run_id, metrics: dict):
-    entries = [Metric(k, float(v), 0, 0) for k, v in metrics.items()]
-    for i in range(0, len(entries), _BATCH):
-        client.log_batch(run_id, metrics=entries[i : i + _BATCH])
+    """Scalar metrics (step 0), batched."""
+    stamp = now_ms()
+    log_entries(client, run_id, metrics=[Metric(k, float(v), stamp, 0) for k, v in metrics.items()])
 
 
 @task(name="end-run", cache_policy=NO_CACHE)
@@ -122,47 +167,3 @@ def ui_command(tracking_uri: str) -> str:
 def log_figure(client, run_id, fig, artifact_file):
     """Write a matplotlib Figure as a PNG artifact."""
     client.log_figure(run_id, fig, artifact_file, save_kwargs={"dpi": FIGURE_DPI})
-
-
-def curve_path(method, option, curve):
-    """Artifact path of a curve table, e.g. ``curves/dst_pll.native.sweep.csv``."""
-    return f"curves/{method}.{option}.{curve}.csv"
-
-
-@task(name="log-results", cache_policy=NO_CACHE)
-def log_results(tracking_uri: str, run_id: str, summary: dict, evaluation, predictions: dict, table):
-    """Log metrics, curves, figures, predictions, tables and the Markdown report of a run.
-
-    ``evaluation``: a :class:`pll.experiment.Evaluation`; ``predictions``:
-    artifact path -> table (:func:`pll.experiment.prediction_frames`);
-    ``table``: the metrics table (:func:`pll.tables.metrics_table`).
-    """
-    client = MlflowClient(tracking_uri)
-    client.set_tag(run_id, "data_fingerprint", summary["fingerprint"])
-    client.set_tag(run_id, "evaluated_against", evaluation.truth)
-    client.log_param(run_id, "truth", evaluation.truth)  # what "correct" meant: comparable in the runs table
-    log_json(client, run_id, summary, "dataset_summary.json")
-    log_metrics(client, run_id, evaluation.metrics)
-    for path, frame in predictions.items():
-        log_frame(client, run_id, frame, path)
-    for (method, option), sweep in evaluation.sweeps.items():
-        log_frame(client, run_id, sweep, curve_path(method, option, "sweep"))
-        log_frame(client, run_id, evaluation.precision[(method, option)], curve_path(method, option, "precision"))
-        log_frame(client, run_id, evaluation.calibration[(method, option)], curve_path(method, option, "calibration"))
-    risks = risk_table(evaluation.metrics)
-    log_frame(client, run_id, table, "metrics.csv")
-    log_frame(client, run_id, table, "metrics.md")
-    log_frame(client, run_id, risks, "risks.csv")
-    name = summary.get("name", "data")
-    figures = {
-        "Reject trade-off": ("figures/tradeoff.png", tradeoff_figure(
-            evaluation.sweeps, evaluation.operating_points, f"Reject trade-off on {name} (test rows)")),
-        "Risk against λ": ("figures/risk.png", risk_figure(risks, f"Reject-option risk on {name} (test rows)")),
-        "Precision at percentile": ("figures/precision.png", precision_figure(
-            evaluation.precision, f"Precision at percentile on {name} (test rows)")),
-    }
-    for path, fig in figures.values():
-        log_figure(client, run_id, fig, path)
-    report = run_report(summary, table, risks, {caption: path for caption, (path, _) in figures.items()},
-                        truth=evaluation.truth)
-    client.log_text(run_id, report, "report.md")

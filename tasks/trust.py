@@ -12,7 +12,7 @@ from tasks.caching import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 
-@task(name="trust", **CACHED, **RETRIES, task_run_name="trust-{output.method}")
+@task(name="trust", **CACHED, **RETRIES, task_run_name="trust-{output.name}")
 def trust_option(
     output: MethodOutput,
     split,

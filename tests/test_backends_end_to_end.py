@@ -68,7 +68,8 @@ def run_session(name, args, shared_data, folder):
                                 "knn_backend": backend, "knn_options": options, "experiment": "e2e-grid"}))
     dask = ["--dask-address", "local"] if "--dask-address" in args else []
     commands = [
-        ["run", "--dataset", msrc, "--seed", "3", "--experiment", "e2e", *args],
+        # A task per stage, as on large data; the grid below takes the one-task path of small data.
+        ["run", "--dataset", msrc, "--seed", "3", "--experiment", "e2e", "--stage-tasks", "yes", *args],
         ["train", "--dataset", msrc, "--seed", "3", "--method", "dst_pll", "--register", f"e2e-{name}",
          *_without_dask_address(args)],
         ["score", "--model", f"models:/e2e-{name}/latest", "--input", str(incoming), "--output",
@@ -85,12 +86,14 @@ def run_session(name, args, shared_data, folder):
 
 
 def pipeline_run(client):
-    (run,) = client.search_runs([client.get_experiment_by_name("e2e").experiment_id])
+    (run,) = client.search_runs([client.get_experiment_by_name("e2e").experiment_id], "tags.`pll.kind` = 'pipeline'")
     return run
 
 
 def predictions(client, run, method):
-    path = client.download_artifacts(run.info.run_id, f"predictions/{method}.parquet")
+    (method_run,) = client.search_runs([run.info.experiment_id],
+                                       f"tags.`mlflow.parentRunId` = '{run.info.run_id}' and attributes.run_name = '{method}'")
+    path = client.download_artifacts(method_run.info.run_id, "predictions/test.parquet")
     return pd.read_parquet(path).sort_values("row").reset_index(drop=True)
 
 

@@ -18,7 +18,7 @@ import pll
 from flows.benchmark import GridProgress, benchmark
 from flows.cli import main
 from pll.grid import parse_grid
-from tasks.grid_tracking import CELL_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
+from tasks.grid_tracking import CELL_KEY_TAG, EXECUTION_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
 
 pytestmark = pytest.mark.slow
 
@@ -50,20 +50,26 @@ def task_states(tag, stages=(), runs_per_stage=0, wait=180.0):
 
 
 def grid_runs(uri, experiment):
-    """The grid's parent runs and their children, oldest first."""
+    """The grid's runs, its pipeline runs and their method runs, each oldest first."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
-    parents = [r for r in runs if GRID_KEY_TAG in r.data.tags and PARENT_TAG not in r.data.tags]
-    children = [r for r in runs if PARENT_TAG in r.data.tags]
-    return parents, children
+    by_kind = {kind: [r for r in runs if r.data.tags.get("pll.kind") == kind] for kind in ("grid", "pipeline", "method")}
+    assert sum(map(len, by_kind.values())) == len(runs)
+    assert all(GRID_KEY_TAG in r.data.tags and PARENT_TAG not in r.data.tags for r in by_kind["grid"])
+    return by_kind["grid"], by_kind["pipeline"], by_kind["method"]
 
 
 def test_progress_line_counts_cells_by_state():
-    progress = GridProgress(total=8, done=3, concurrency=2)
-    assert progress.line() == "3/8 done, 2 running, 0 failed"
-    progress.done, progress.failed = 6, 1
-    assert progress.line() == "6/8 done, 1 running, 1 failed"
+    grid = parse_grid({"name": "p", "datasets": ["iris", "wine"], "seeds": [0, 1, 2],
+                       "methods": {"pl_knn": {"n_neighbors": [3, 5]}}})
+    executions = grid.executions
+    progress = GridProgress(executions, {executions[0].key}, concurrency=2)
+    assert progress.line() == "2/12 cells done, 0 failed; 2 executions running"
+    for execution in executions[1:4]:
+        progress.finish(execution, ok=True)
+    progress.finish(executions[4], ok=False)
+    assert progress.line() == "8/12 cells done, 2 failed; 1 execution running"
 
 
 def test_grid_on_a_local_cluster_logs_parent_and_children_and_a_rerun_hits_the_cache(
@@ -83,23 +89,29 @@ def test_grid_on_a_local_cluster_logs_parent_and_children_and_a_rerun_hits_the_c
                                experiment="grid-e2e")
 
     assert (first["cells"], first["finished"], first["failures"]) == (4, 4, [])
-    # The pipeline's stages ran as Dask tasks on the cluster's workers, and so did the sharded kNN search.
+    # Each (small) execution's protocol ran as a Dask task on the cluster's workers, its kNN search sharded.
     ran = Counter(t["key"].rsplit("-", 1)[0] for t in stream.data)
-    assert ran["find_neighbors"] == 4 and ran["run_method"] == 4
+    assert ran["run_protocol"] == 4
     assert any(key.startswith("pll-knn-shard") for key in ran)
     assert {t["worker"] for t in stream.data} <= workers
 
-    # MLflow: a parent per grid run, a finished child per cell, tagged with the parent and the cell key.
-    parents, children = grid_runs(tracking_uri, "grid-e2e")
+    # MLflow: a run per grid run, a pipeline run per execution below it, a method run per cell below that.
+    parents, pipelines, methods = grid_runs(tracking_uri, "grid-e2e")
     assert [p.info.run_id for p in parents] == [first["parent_run_id"], second["parent_run_id"]]
     assert all(p.info.status == "FINISHED" and p.data.tags[GRID_KEY_TAG] == grid.key for p in parents)
-    first_children = [c for c in children if c.data.tags[PARENT_TAG] == first["parent_run_id"]]
-    assert sorted(c.data.tags[CELL_KEY_TAG] for c in first_children) == sorted(c.key for c in grid.cells)
-    assert all(c.info.status == "FINISHED" for c in first_children)
-    by_key = {c.data.tags[CELL_KEY_TAG]: c for c in first_children}
+    assert parents[0].info.run_name == "grid two-by-two"
+    first_pipelines = [r for r in pipelines if r.data.tags[PARENT_TAG] == first["parent_run_id"]]
+    assert sorted(r.data.tags[EXECUTION_KEY_TAG] for r in first_pipelines) == sorted(e.key for e in grid.executions)
+    assert sorted(r.info.run_name for r in first_pipelines) == sorted(e.run_name for e in grid.executions)
+    ids = {r.info.run_id for r in first_pipelines}
+    first_methods = [r for r in methods if r.data.tags[PARENT_TAG] in ids]
+    assert sorted(c.data.tags[CELL_KEY_TAG] for c in first_methods) == sorted(c.key for c in grid.cells)
+    assert all(c.info.status == "FINISHED" and c.info.run_name == "pl_knn k=5" for c in first_methods)
+    by_key = {c.data.tags[CELL_KEY_TAG]: c for c in first_methods}
     for cell in grid.cells:
         params = by_key[cell.key].data.params
         assert (params["dataset"], params["seed"], params["knn_backend"]) == (cell.dataset, str(cell.seed), "dask")
+        assert params["method"] == "pl_knn" and params["n_neighbors"] == "5"
 
     # The parent holds the combined table and the across-seeds summary, computed from the children's metrics.
     parent = MlflowClient(tracking_uri)
@@ -113,23 +125,20 @@ def test_grid_on_a_local_cluster_logs_parent_and_children_and_a_rerun_hits_the_c
     assert sorted(set(logged["cell"])) == sorted(c.key for c in grid.cells)
     summary = first["summary"]
     for dataset in ("iris", "wine"):
-        seeds = [by_key[c.key].data.metrics["pl_knn.native.accuracy"] for c in grid.cells if c.dataset == dataset]
+        seeds = [by_key[c.key].data.metrics["accuracy"] for c in grid.cells if c.dataset == dataset]
         row = summary[(summary["dataset"] == dataset) & (summary["metric"] == "accuracy")
-                      & (summary["method"] == "pl_knn(n_neighbors=5) [native]")].iloc[0]
+                      & (summary["method"] == "pl_knn k=5")].iloc[0]
         assert row["mean"] == pytest.approx(np.mean(seeds))
         assert row["std"] == pytest.approx(np.std(seeds, ddof=1))
         assert row["n"] == 2
 
-    # The first grid ran every stage; the second found every stage in the cache and got the same numbers.
-    stages = ("add_noise", "split_and_featurize", "find_neighbors", "run_method")
-    computed, cached = (task_states(tag, stages, 4) for tag in ("grid-first", "grid-second"))
-    for stage in stages:
-        assert computed[(stage, "Completed")] == 4 and computed[(stage, "Cached")] == 0, (stage, computed)
-        # On a loaded machine one entry a Dask worker wrote is now and then not found by the rerun (seen for
-        # find_neighbors, 1 of 4, in about one loaded run in three; cause not yet found): it is recomputed.
-        assert cached[(stage, "Cached")] >= 3 and cached[(stage, "Cached")] + cached[(stage, "Completed")] == 4, (
-            stage, cached)
-    assert sum(cached[(stage, "Cached")] for stage in stages) >= 4 * len(stages) - 1
+    # The first grid computed every execution; the second found each in the cache and got the same numbers.
+    computed, cached = (task_states(tag, ("run_protocol",), 4) for tag in ("grid-first", "grid-second"))
+    assert computed[("run_protocol", "Completed")] == 4 and computed[("run_protocol", "Cached")] == 0, computed
+    # On a loaded machine one entry a Dask worker wrote was now and then not found by the rerun (seen in
+    # about one loaded run in three, 1 of 4; cause not yet found): it is recomputed, never more than one.
+    assert cached[("run_protocol", "Cached")] >= 3, cached
+    assert cached[("run_protocol", "Cached")] + cached[("run_protocol", "Completed")] == 4, cached
     pd.testing.assert_frame_equal(
         first["metrics"].drop(columns="cell").reset_index(drop=True),
         second["metrics"].drop(columns="cell").reset_index(drop=True),
@@ -157,15 +166,15 @@ def test_failing_cell_is_reported_and_a_restart_runs_only_the_missing_cells(
     assert f"FAILED cell" in out and "DataFileError" in out and "late.mat" in out
     assert "Cells: 1 of 2 finished, 1 failed" in out
 
-    parents, children = grid_runs(tracking_uri, "resume")
+    parents, pipelines, methods = grid_runs(tracking_uri, "resume")
     assert len(parents) == 1 and parents[0].info.status == "FAILED"
     parent_id = parents[0].info.run_id
-    # The missing file is refused before the cell's run is created: its failure is on the parent only.
-    assert sorted(c.info.status for c in children) == ["FINISHED"]
-    iris_run = next(c for c in children if c.data.params["dataset"] == "iris")
+    # The missing file is refused before the execution's run is created: its failure is on the grid's run only.
+    assert sorted(c.info.status for c in pipelines + methods) == ["FINISHED"] * 2
+    iris_run = next(c for c in pipelines if c.data.params["dataset"] == "iris")
     failures_file = MlflowClient(tracking_uri).download_artifacts(parent_id, "failures.json", str(in_tmp))
     failures = json.loads(open(failures_file).read())
-    assert [f["label"] for f in failures] == [f"{late} / auto / pl_knn(n_neighbors=5) / seed 3"]
+    assert [f["label"] for f in failures] == [f"{late} / auto / pl_knn k=5 / seed 3"]
     assert "no such file" in failures[0]["error"]
 
     # The missing data arrives and the grid starts again: same parent, only the failed cell runs.
@@ -175,12 +184,12 @@ def test_failing_cell_is_reported_and_a_restart_runs_only_the_missing_cells(
     result = state.result()
     assert result["parent_run_id"] == parent_id
     assert (result["cells"], result["finished"], result["failures"]) == (2, 2, [])
-    parents, children = grid_runs(tracking_uri, "resume")
+    parents, pipelines, methods = grid_runs(tracking_uri, "resume")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    iris_runs = [c for c in children if c.data.params["dataset"] == "iris"]
+    iris_runs = [c for c in pipelines if c.data.params["dataset"] == "iris"]
     assert [c.info.run_id for c in iris_runs] == [iris_run.info.run_id]  # not run twice
-    late_runs = sorted(c.info.status for c in children if c.data.params["dataset"] == str(late))
-    assert late_runs == ["FINISHED"]
+    late_runs = sorted(c.info.status for c in pipelines if c.data.params["dataset"] == str(late))
+    assert late_runs == ["FINISHED"] and len(methods) == 2
     # The combined table covers both cells, the earlier one read back from its MLflow run.
     assert sorted(set(result["metrics"]["dataset"])) == sorted(["iris", str(late)])
     assert parents[0].data.metrics["cells_finished"] == 2 and parents[0].data.metrics["cells_failed"] == 0

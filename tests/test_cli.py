@@ -35,7 +35,7 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
     assert "Traceback" not in out.stdout + out.stderr
     assert not (tmp_path / "mlflow.db").exists()
     runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id])
-    assert len(runs) == 1
+    assert sorted(r.data.tags["pll.kind"] for r in runs) == ["method", "pipeline"]
 
 
 @pytest.mark.slow
@@ -48,11 +48,14 @@ def test_run_with_the_strong_learners_and_every_reject_option(tmp_path):
                cwd=tmp_path, env={"MLFLOW_TRACKING_URI": uri})
     assert out.returncode == 0, out.stderr[-3000:]
     client = MlflowClient(uri)
-    (run,) = client.search_runs([client.get_experiment_by_name("pll").experiment_id])
+    experiment = client.get_experiment_by_name("pll").experiment_id
+    (run,) = client.search_runs([experiment], "tags.`pll.kind` = 'pipeline'")
     metrics, params = run.data.metrics, run.data.params
     for method in ("ipal", "pl_classifier"):
-        assert {f"{method}.{option}.risk_0.10" for option in ("native", "trust", "conformal")} <= set(metrics)
-        assert 0.0 <= metrics[f"{method}.conformal.mean_set_size"] <= 3.0
+        (method_run,) = client.search_runs([experiment], f"params.method = '{method}'")
+        method_metrics = method_run.data.metrics
+        assert {f"{option}.risk_0.10" for option in ("native", "trust", "conformal")} <= set(method_metrics)
+        assert 0.0 <= method_metrics["conformal.mean_set_size"] <= 3.0
     assert params["methods.pl_classifier.estimator"] == "hist_gradient_boosting"
     # PL-kNN's features searched neighbors for IPAL; the meta-estimator's own features searched none.
     assert "knn.minmax.recall" not in metrics and "knn.minmax.query_seconds" in metrics

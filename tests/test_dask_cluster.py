@@ -60,17 +60,20 @@ def test_pll_run_on_a_hand_started_cluster(prefect_harness, hand_started_cluster
     assert code == 0
     assert "pl_knn" in capsys.readouterr().out
 
-    # The stages ran as tasks of the hand-started workers, and the kNN stage sharded its search over them.
+    # The protocol of this small run ran as one task of the hand-started workers, its kNN search sharded over them.
     ran = Counter(t["key"].rsplit("-", 1)[0] for t in stream.data)
-    assert ran["split_and_featurize"] == 1 and ran["find_neighbors"] == 1 and ran["run_method"] == 1
+    assert ran["run_protocol"] == 1
     assert any(key.startswith("pll-knn-shard") for key in ran)
     assert {t["worker"] for t in stream.data} <= workers
 
     client_ = MlflowClient(uri)
-    (run,) = client_.search_runs([client_.get_experiment_by_name("by-hand").experiment_id])
+    (run,) = client_.search_runs([client_.get_experiment_by_name("by-hand").experiment_id],
+                                 "tags.`pll.kind` = 'pipeline'")
     assert run.info.status == "FINISHED"
     assert run.data.params["knn_backend"] == "dask" and run.data.params["dask_address"] == address
-    assert run.data.metrics["pl_knn.native.accuracy"] > 0.8
+    (method_run,) = client_.search_runs([client_.get_experiment_by_name("by-hand").experiment_id],
+                                        "tags.`pll.kind` = 'method'")
+    assert method_run.data.metrics["accuracy"] > 0.8
     # The README's commands open no port beyond loopback.
     opened = set().union(*(_listeners(p.pid) for p in processes))
     assert opened and {ip for ip, _ in opened} == {"127.0.0.1"}, opened

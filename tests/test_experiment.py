@@ -16,8 +16,6 @@ from pll.experiment import run_protocol
 from pll.methods import METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMINGS = ("build_seconds", "query_seconds")  # how long a search took: the one thing two runs do not share
-
 
 def same_value(a, b):
     return a == b or (math.isnan(a) and math.isnan(b))
@@ -35,30 +33,38 @@ def test_library_run_gives_exactly_the_metrics_and_predictions_the_pipeline_logg
     result = run_protocol(pll.load_dataset("wine"), **options)
 
     client = MlflowClient(tracking_uri)
-    run = client.get_run(logged_run["run_id"])
-    logged = run.data.metrics
-    assert set(logged) == set(result.metrics)
-    assert {name.split(".")[0] for name in logged} == {"knn", *METHODS}
-    compared = {name: value for name, value in result.metrics.items() if not name.endswith(TIMINGS)}
-    assert len(compared) > 50 * len(METHODS)
-    different = {name: (logged[name], value) for name, value in compared.items() if not same_value(logged[name], value)}
-    assert not different
-    assert run.data.params["truth"] == result.evaluation.truth
-
+    parent = client.get_run(logged_run["run_id"])
+    assert set(parent.data.metrics) == set(result.neighbor_metrics)  # the searches, shared by the method runs
+    assert parent.data.params["truth"] == result.evaluation.truth
     frames = result.prediction_frames()
-    assert len(frames) == 2 * len(METHODS)
-    for path, frame in frames.items():
-        pd.testing.assert_frame_equal(pd.read_parquet(client.download_artifacts(run.info.run_id, path, str(tmp_path))),
-                                      frame, check_exact=True)
+    assert set(logged_run["method_run_ids"]) == set(result.metrics) == set(frames) == set(METHODS)
+    for name, run_id in logged_run["method_run_ids"].items():
+        run = client.get_run(run_id)
+        logged = run.data.metrics
+        series = {k for k in logged if k.endswith((".risk_by_lambda", ".risk_by_coverage"))}
+        assert set(logged) - series == set(result.metrics[name]) and len(series) == 2 * 3
+        assert len(logged) > 50
+        different = {k: (logged[k], v) for k, v in result.metrics[name].items() if not same_value(logged[k], v)}
+        assert not different
+        assert run.data.params["method"] == name and run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        for part, frame in frames[name].items():
+            path = client.download_artifacts(run_id, f"predictions/{part}.parquet", str(tmp_path / name))
+            pd.testing.assert_frame_equal(pd.read_parquet(path), frame, check_exact=True)
 
 
 def test_each_method_and_reject_option_is_evaluated_on_its_own():
     result = run_protocol(pll.load_dataset("iris"), seed=1, methods=["dst_pll", "pl_knn"], knn_backend="exact")
-    evaluated = [(o.method, o.option) for o in result.evaluation.options]
+    evaluated = [(o.name, o.option) for o in result.evaluation.options]
     assert sorted(evaluated) == [(m, o) for m in ("dst_pll", "pl_knn") for o in ("conformal", "native", "trust")]
     for o in result.evaluation.options:
-        assert {f"{o.method}.{o.option}.{name}": v for name, v in o.metrics.items()}.items() <= result.metrics.items()
+        logged = result.metrics[o.name]
+        for name, value in o.metrics.items():
+            if name in ("accuracy", "mcc") and o.option != "conformal":  # the method's own labels: once, unprefixed
+                assert logged[name] == value
+            else:
+                assert logged[f"{o.option}.{name}"] == value
         assert o.sweep["accepted"].iat[0] == result.rows.test.size
+    assert set(result.metrics["dst_pll"]) == set(result.metrics["pl_knn"])  # one set of names for every method
     assert set(result.neighbors) == {"minmax"}  # the two methods share one neighbor computation
 
 
@@ -75,10 +81,10 @@ def test_conformal_sets_come_from_a_model_that_never_saw_its_calibration_rows():
     sets = pll.ConformalSets(holdout, alpha=0.2).fit(scaler.transform(data.X[val]), data.S[val])
     np.testing.assert_array_equal(out.test.sets, sets.predict_sets(scaler.transform(data.X[rows.test])))
     np.testing.assert_array_equal(out.val.sets, sets.predict_sets(scaler.transform(data.X[val])))
-    metrics = result.metrics
-    assert metrics["pl_knn.conformal.coverage"] == out.test.sets[np.arange(rows.test.size), data.y[rows.test]].mean()
-    assert metrics["pl_knn.conformal.mean_set_size"] == out.test.sets.sum(axis=1).mean()
-    frame = result.prediction_frames()["predictions/pl_knn.parquet"]
+    metrics = result.metrics["pl_knn"]
+    assert metrics["conformal.coverage"] == out.test.sets[np.arange(rows.test.size), data.y[rows.test]].mean()
+    assert metrics["conformal.mean_set_size"] == out.test.sets.sum(axis=1).mean()
+    frame = result.prediction_frames()["pl_knn"]["test"]
     assert (frame["conformal_set_size"] == out.test.sets.sum(axis=1)).all()
     assert frame["conformal_set"].iat[0] == "|".join(ds.classes[out.test.sets[0]])
     without = run_protocol(ds, seed=2, methods=["pl_knn"], conformal_alpha=None)
@@ -93,7 +99,7 @@ def test_thresholds_are_also_chosen_from_bags_and_alone_so_without_true_labels()
     lambdas = (0.0, 0.05, 0.1, 0.15, 0.2)
     val_rows = labelled.rows.train[labelled.rows.val]
     for out in labelled.outputs:
-        metrics = {k.split(".", 2)[2]: v for k, v in labelled.metrics.items() if k.startswith(f"pl_knn.{out.option}.")}
+        metrics = {k.split(".", 1)[1]: v for k, v in labelled.metrics["pl_knn"].items() if k.startswith(f"{out.option}.")}
         for lam in lambdas:
             # The bag bounds at the chosen threshold hold the validation rows' true R_λ.
             accept = out.val.score > metrics[f"bag_cal_threshold_{lam:.2f}"]
@@ -102,12 +108,13 @@ def test_thresholds_are_also_chosen_from_bags_and_alone_so_without_true_labels()
             assert metrics[f"bag_val_risk_upper_{lam:.2f}"] <= lam + 1e-12  # never worse than rejecting all
     unlabelled = pll.PartialLabelDataset(noisy.X, noisy.S, None, noisy.classes, "unlabelled")
     blind = run_protocol(unlabelled, seed=4, methods=["pl_knn"], noise="none", conformal_alpha=None)
-    compared = [name for name in blind.metrics if ".cal_" in name]
+    blind_metrics, labelled_metrics = blind.metrics["pl_knn"], labelled.metrics["pl_knn"]
+    compared = [name for name in blind_metrics if ".cal_" in name]
     assert len(compared) == 2 * 3 * len(lambdas)
     for name in compared:  # without true labels the calibrated thresholds are the bags' choice
-        assert blind.metrics[name] == blind.metrics[name.replace(".cal_", ".bag_cal_")]
+        assert blind_metrics[name] == blind_metrics[name.replace(".cal_", ".bag_cal_")]
         if "threshold" in name:  # which needs no labels, so it is the labelled run's too
-            assert blind.metrics[name] == labelled.metrics[name.replace(".cal_", ".bag_cal_")]
+            assert blind_metrics[name] == labelled_metrics[name.replace(".cal_", ".bag_cal_")]
 
 
 def test_a_bad_parameter_is_refused_before_anything_is_computed():
@@ -121,7 +128,7 @@ def test_the_protocol_runs_without_prefect_or_mlflow():
         "from pll.experiment import run_protocol\n"
         "r = run_protocol(pll.load_dataset('iris'), methods=['pl_knn'])\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'mlflow', 'tasks', 'flows'}))\n"
-        "print(r.metrics['pl_knn.native.accuracy'] > 0.9)\n"
+        "print(r.metrics['pl_knn']['accuracy'] > 0.9)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -60,7 +60,38 @@ def test_pipeline_parameters_run_one_method():
         "method_params": {"pl_aknn": {"c1": 0.3}}, "features": "pl_aknn_real", "knn_backend": "auto",
         "knn_options": {"n_jobs": 1}, "val_fraction": 0.25,
     }
-    assert cell.label == "iris / auto / pl_aknn(c1=0.3) / seed 0"
+    assert cell.label == "iris / auto / pl_aknn c1=0.3 / seed 0"
+
+
+def test_cells_that_differ_in_method_settings_share_one_execution():
+    grid = parse_grid(minimal(datasets=["iris", "wine"], seeds=[0, 1], knn_backend=["exact", "nndescent"],
+                              methods={"pl_knn": {"n_neighbors": [3, 5]}, "pl_aknn": {}},
+                              method_features={"pl_aknn": "pl_aknn_real"}))
+    executions = grid.executions
+    assert len(executions) == 2 * 2 * 2 and sum(len(e.cells) for e in executions) == len(grid.cells)
+    first = executions[0]
+    assert [c.variant for c in first.cells] == ["pl_knn k=3", "pl_knn k=5", "pl_aknn"]
+    params = first.pipeline_parameters()
+    assert params["methods"] == ["pl_knn", "pl_aknn"]
+    assert params["method_params"] == {"pl_knn": [{"n_neighbors": 3}, {"n_neighbors": 5}], "pl_aknn": {}}
+    assert params["features"] == "minmax"
+    assert params["method_features"] == {"pl_knn": "minmax", "pl_aknn": "pl_aknn_real"}
+    # Names unique in the grid: what varies between executions (the kNN backend here) is in the name.
+    names = [e.run_name for e in executions]
+    assert len(set(names)) == len(names) and first.run_name == "iris / auto / seed 0 / knn=exact"
+    assert len({e.key for e in executions}) == len(executions)
+    # The plan of the execution's pipeline names its method runs as the cells do.
+    from pll.experiment import plan_run
+
+    plan = plan_run(params["methods"], params["method_params"], params["features"], params["method_features"])
+    assert [r.name for r in plan.runs] == [c.variant for c in first.cells]
+
+
+def test_file_data_sets_are_named_by_their_stem_unless_stems_clash():
+    grid = parse_grid(minimal(datasets=["data/a/bird-song.mat", "data/b/msrc-v2.mat"]), source="<test>")
+    assert [e.run_name for e in grid.executions] == ["bird-song / auto / seed 0", "msrc-v2 / auto / seed 0"]
+    clash = parse_grid(minimal(datasets=["a/x.csv", "b/x.csv"]))
+    assert [e.run_name for e in clash.executions] == ["a/x / auto / seed 0", "b/x / auto / seed 0"]
 
 
 def test_cell_key_hashes_the_canonical_pipeline_parameters():
@@ -174,26 +205,30 @@ def test_smoke_grid_is_two_builtin_datasets_two_seeds_every_method():
     assert len(grid.cells) == 2 * 2 * len(METHODS)
 
 
-def _cell_table(accuracy, risk):
-    return pd.DataFrame({"method": ["pl_knn"], "reject": ["native"], "accuracy": [accuracy], "risk_0.10": [risk]})
+def execution_tables(grid, metrics, options=("native",)):
+    """Execution key -> the table its pipeline run would log: a row per method run and option, ``metrics(cell)``."""
+    return {e.key: pd.DataFrame([{"method": c.variant, "reject": o, **metrics(c)} for c in e.cells for o in options])
+            for e in grid.executions}
 
 
 def test_results_table_and_summary_across_seeds():
     grid = parse_grid(minimal(seeds=[0, 1, 2], methods={"pl_knn": {"n_neighbors": [3, 5]}}))
     rng = np.random.default_rng(0)
     acc = {c.key: float(rng.uniform(0.5, 1.0)) for c in grid.cells}
-    tables = {c.key: _cell_table(acc[c.key], 1 - acc[c.key]) for c in grid.cells[:-1]}  # the last cell failed
-    table = results_table(grid.cells, tables)
-    assert len(table) == 5
+    tables = execution_tables(grid, lambda c: {"accuracy": acc[c.key], "risk_0.10": 1 - acc[c.key]})
+    del tables[grid.executions[-1].key]  # the last execution failed
+    table = results_table(grid.executions, tables)
+    assert len(table) == 4
     assert list(table.columns[:7]) == ["cell", "dataset", "noise", "seed", "variant", "features", "knn_backend"]
-    assert set(table["variant"]) == {"pl_knn(n_neighbors=3)", "pl_knn(n_neighbors=5)"}
+    assert set(table["variant"]) == {"pl_knn k=3", "pl_knn k=5"}
+    assert set(table["cell"]) == {c.key for e in grid.executions[:-1] for c in e.cells}
 
     summary = summarize(table)
-    row = summary[(summary["metric"] == "accuracy") & (summary["method"] == "pl_knn(n_neighbors=3) [native]")].iloc[0]
-    values = [acc[c.key] for c in grid.cells if c.method_params["n_neighbors"] == 3]
+    row = summary[(summary["metric"] == "accuracy") & (summary["method"] == "pl_knn k=3")].iloc[0]
+    values = [acc[c.key] for e in grid.executions[:-1] for c in e.cells if c.method_params["n_neighbors"] == 3]
     assert row["mean"] == pytest.approx(np.mean(values))
     assert row["std"] == pytest.approx(np.std(values, ddof=1))
-    assert row["n"] == 3
+    assert row["n"] == 2
     assert set(summary["metric"]) == {"accuracy", "risk_0.10"}
     # Exactly one best per metric, and for risk the best is the one with the lower mean.
     for metric, group in summary.groupby("metric"):
@@ -202,22 +237,36 @@ def test_results_table_and_summary_across_seeds():
     assert risk.loc[risk["best"], "mean"].iloc[0] == risk["mean"].min()
 
 
+def test_summary_compares_label_metrics_once_per_method_setting():
+    """Accuracy does not depend on the trust score's reject decisions: no [native] and [trust] twins."""
+    grid = parse_grid(minimal(seeds=[0, 1, 2], methods={"pl_knn": {}, "dst_pll": {}}))
+    rng = np.random.default_rng(3)
+    values = {c.key: rng.uniform(0.5, 1.0, 2) for c in grid.cells}
+    tables = execution_tables(grid, lambda c: {"accuracy": values[c.key][0], "risk_0.10": values[c.key][1]},
+                              options=("native", "trust", "conformal"))
+    summary = summarize(results_table(grid.executions, tables))
+    accuracy = summary[summary["metric"] == "accuracy"]
+    assert sorted(accuracy["method"]) == ["dst_pll", "dst_pll [conformal]", "pl_knn", "pl_knn [conformal]"]
+    risk = summary[summary["metric"] == "risk_0.10"]
+    assert len(risk) == 2 * 3  # the risk depends on what is rejected: one row per option
+
+
 def test_paper_tables_and_risk_figures_of_a_grid():
     grid = parse_grid(minimal(datasets=["iris", "wine"], seeds=[0, 1], methods={"pl_knn": {}, "dst_pll": {}}))
     rng = np.random.default_rng(1)
-    tables = {}
-    for c in grid.cells:
-        acc, rej = rng.uniform(0.6, 0.9), rng.uniform(0.0, 0.3)
-        tables[c.key] = pd.DataFrame({"method": [c.method], "reject": ["native"], "accuracy": [acc],
-                                      "risk_0.00": [1 - acc], "risk_0.10": [1 - acc + 0.1 * rej],
-                                      "cal_risk_0.10": [1 - acc + 0.05]})
-    table = results_table(grid.cells, tables)
+    drawn = {c.key: (rng.uniform(0.6, 0.9), rng.uniform(0.0, 0.3)) for c in grid.cells}
+    tables = execution_tables(grid, lambda c: {
+        "accuracy": drawn[c.key][0], "risk_0.00": 1 - drawn[c.key][0],
+        "risk_0.10": 1 - drawn[c.key][0] + 0.1 * drawn[c.key][1], "cal_risk_0.10": 1 - drawn[c.key][0] + 0.05})
+    by_cell = {c.key: tables[e.key][tables[e.key]["method"] == c.variant].iloc[0] for e in grid.executions
+               for c in e.cells}
+    table = results_table(grid.executions, tables)
     paper = summary_tables(summarize(table))
     assert set(paper) == {"table_accuracy", "table_risk_0.10"}
     accuracy = paper["table_accuracy"]
     assert list(accuracy.columns) == ["method", "iris / auto", "wine / auto"]
-    cell = accuracy.set_index("method").loc["pl_knn [native]", "iris / auto"]
-    values = [tables[c.key]["accuracy"][0] for c in grid.cells if c.dataset == "iris" and c.method == "pl_knn"]
+    cell = accuracy.set_index("method").loc["pl_knn", "iris / auto"]
+    values = [by_cell[c.key]["accuracy"] for c in grid.cells if c.dataset == "iris" and c.method == "pl_knn"]
     assert cell.strip("*").startswith(f"{100 * np.mean(values):.2f} (± {100 * np.std(values, ddof=1):.2f})")
 
     figures = risk_figures(table)
@@ -225,16 +274,16 @@ def test_paper_tables_and_risk_figures_of_a_grid():
     own = figures["risk_iris_auto"].axes[0]
     line = next(l for l in own.get_lines() if l.get_label().startswith("pl_knn"))
     iris_pl_knn = [c for c in grid.cells if c.dataset == "iris" and c.method == "pl_knn"]
-    expected = [np.mean([tables[c.key][f"risk_{lam}"][0] for c in iris_pl_knn]) for lam in ("0.00", "0.10")]
+    expected = [np.mean([by_cell[c.key][f"risk_{lam}"] for c in iris_pl_knn]) for lam in ("0.00", "0.10")]
     assert list(line.get_xdata()) == [0.0, 0.1]
     assert np.allclose(line.get_ydata(), expected)
 
 
 def test_summary_of_no_finished_cells_is_empty():
     grid = parse_grid(minimal())
-    assert summarize(results_table(grid.cells, {})).empty
+    assert summarize(results_table(grid.executions, {})).empty
 
 
 def test_cell_is_plain_data():
-    cell = Cell("iris", "none", False, "none", {}, 0, "pl_knn", {}, "minmax", "exact", {}, 0.2)
+    cell = Cell("iris", "none", False, "none", {}, 0, "pl_knn", {}, "minmax", "exact", {}, 0.2, "minmax")
     assert cell.label == "iris / none / pl_knn / seed 0"

@@ -20,7 +20,7 @@ from pll.evaluation import (
     reject_report,
     threshold_sweep,
 )
-from pll.experiment import MethodOutput, evaluate, make_split, prediction_frames
+from pll.experiment import MethodOutput, evaluate, make_split, prediction_frames, run_metrics
 from pll.experiment.evaluation import bag_calibrated_metrics
 from pll.methods import METHODS, RejectPrediction
 from pll.noise import apply_noise
@@ -55,48 +55,51 @@ def recompute(test, val, option, base_option, classes, val_bags):
     return report
 
 
+SERIES = (".risk_by_lambda", ".risk_by_coverage")
+
+
 @pytest.mark.slow
 def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_harness, tracking_uri, tmp_path):
     from flows.pipeline import pipeline
 
     methods = sorted(METHODS)
-    result = pipeline(dataset="digits", seed=0, methods=methods, tracking_uri=tracking_uri, experiment="logged")
+    # stage_tasks: the per-stage path, which a run this small would otherwise not take.
+    result = pipeline(dataset="digits", seed=0, methods=methods, tracking_uri=tracking_uri, experiment="logged",
+                      stage_tasks=True)
     client = MlflowClient(tracking_uri)
-    run = client.get_run(result["run_id"])
-    root = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path)))
-    # Other stages log their own metrics (e.g. the neighbor search); these are the methods'.
-    logged = {k: v for k, v in run.data.metrics.items() if k.split(".", 1)[0] in methods}
-    summary = pd.read_json(root / "dataset_summary.json", typ="series")
+    parent = Path(client.download_artifacts(result["run_id"], "", str(tmp_path / "parent")))
+    summary = pd.read_json(parent / "dataset_summary.json", typ="series")
     classes = [str(c) for c in summary["class_names"]]
-
-    options = {}
-    for name in logged:
-        method, option, _ = name.split(".", 2)
-        options.setdefault(method, set()).add(option)
-    assert set(options) == set(methods) and len(logged) > 30 * len(methods)
-
-    recomputed = {}
     bags = apply_noise(load_dataset("digits"), "auto", None, 0).S  # the run's bags: digits, noise auto, seed 0
-    for method, opts in options.items():
-        base = "native" if "native" in opts else min(opts)
-        test = pd.read_parquet(root / "predictions" / f"{method}.parquet")
-        val = pd.read_parquet(root / "predictions" / f"{method}.val.parquet")
+    assert set(result["method_run_ids"]) == set(methods)
+    keys = set()
+    for method, run_id in result["method_run_ids"].items():
+        run = client.get_run(run_id)
+        root = Path(client.download_artifacts(run_id, "", str(tmp_path / method)))
+        logged = {k: v for k, v in run.data.metrics.items() if not k.endswith(SERIES)}
+        options = {k.split(".", 1)[0] for k in logged if "." in k}
+        assert options == {"native", "trust", "conformal"}
+        test = pd.read_parquet(root / "predictions" / "test.parquet")
+        val = pd.read_parquet(root / "predictions" / "val.parquet")
         assert len(test) == 360 and test["row"].is_unique and val["row"].is_unique
         assert not set(test["row"]) & set(val["row"])  # the hold-out never sees test rows
-        for option in opts:
-            for key, value in recompute(test, val, option, base, classes, bags[val["row"].to_numpy()]).items():
-                recomputed[f"{method}.{option}.{key}"] = value
-            if option != base:
-                assert f"{option}_score" in test and f"{option}_accept" in test
+        recomputed = {option: recompute(test, val, option, "native", classes, bags[val["row"].to_numpy()])
+                      for option in options}
+        for option in options - {"native"}:
+            assert f"{option}_score" in test and f"{option}_accept" in test
+        expected = run_metrics(recomputed)
+        assert set(expected) == set(logged)
+        for name, value in expected.items():
+            assert logged[name] == pytest.approx(value, rel=1e-12, abs=1e-15), (method, name)
         check_per_class_columns(test, classes)
         expected_prefixes = {"dst_pll": ("belief", "plausibility"), "pl_knn": ("share",)}.get(method, ())
         assert all(f"{prefix}_{classes[0]}" in test for prefix in expected_prefixes)
-    assert set(recomputed) == set(logged)
-    for name, value in recomputed.items():
-        assert logged[name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
-    # Names sort by method, then reject option; λ with two decimals.
-    assert all(re.fullmatch(r"[a-z_]+\.[a-z_]+\.([a-z_]+(_\d\.\d\d)?|coverage_\d+)", name) for name in logged)
-    check_curves_figures_and_report(root, logged, options)
+        # λ with two decimals; the label metrics without a reject option.
+        assert all(re.fullmatch(r"(accuracy|mcc|[a-z]+\.([a-z_]+(_\d\.\d\d)?|coverage_\d+))", k) for k in logged)
+        check_curves_and_series(client, run_id, root, logged, options)
+        keys.add(frozenset(logged))
+    assert len(keys) == 1  # every method run logs the same metric names
+    check_figures_and_report(parent, methods)
 
 
 def check_per_class_columns(frame, classes):
@@ -107,27 +110,37 @@ def check_per_class_columns(frame, classes):
             assert present == [f"{prefix}_{c}" for c in classes]
 
 
-def check_curves_figures_and_report(root, logged, options):
-    for method, opts in options.items():
-        for option in opts:
-            sweep = pd.read_csv(root / "curves" / f"{method}.{option}.sweep.csv")
-            assert sweep["accepted"].iat[0] == 360 and sweep["accepted"].iat[-1] == 0
-            assert logged[f"{method}.{option}.aurc"] == pytest.approx(aurc(sweep), rel=1e-12)
-            # The option's own rule is one of the sweep's operating points (accept = score > threshold).
-            own = (logged[f"{method}.{option}.rejection_rate"], logged[f"{method}.{option}.covered_accuracy"])
-            gaps = np.hypot(sweep["rejection_rate"] - own[0], sweep["covered_accuracy"] - own[1])
-            assert gaps.min() < 1e-12, (method, option)
-            precision = pd.read_csv(root / "curves" / f"{method}.{option}.precision.csv")
-            assert precision["percentile"].tolist() == list(range(101))
-            calibration = pd.read_csv(root / "curves" / f"{method}.{option}.calibration.csv")
-            thresholds = [logged[f"{method}.{option}.cal_threshold_{lam:.2f}"] for lam in calibration["lambda"]]
-            np.testing.assert_array_equal(calibration["threshold"], thresholds)
+def check_curves_and_series(client, run_id, root, logged, options):
+    """A method run's curves (CSV artifacts) agree with its metrics, and its metric series with both."""
+    for option in options:
+        sweep = pd.read_csv(root / "curves" / f"{option}.sweep.csv")
+        assert sweep["accepted"].iat[0] == 360 and sweep["accepted"].iat[-1] == 0
+        assert logged[f"{option}.aurc"] == pytest.approx(aurc(sweep), rel=1e-12)
+        # The option's own rule is one of the sweep's operating points (accept = score > threshold).
+        own = (logged[f"{option}.rejection_rate"], logged[f"{option}.covered_accuracy"])
+        gaps = np.hypot(sweep["rejection_rate"] - own[0], sweep["covered_accuracy"] - own[1])
+        assert gaps.min() < 1e-12, option
+        precision = pd.read_csv(root / "curves" / f"{option}.precision.csv")
+        assert precision["percentile"].tolist() == list(range(101))
+        calibration = pd.read_csv(root / "curves" / f"{option}.calibration.csv")
+        thresholds = [logged[f"{option}.cal_threshold_{lam:.2f}"] for lam in calibration["lambda"]]
+        np.testing.assert_array_equal(calibration["threshold"], thresholds)
+        by_lambda = client.get_metric_history(run_id, f"{option}.risk_by_lambda")
+        assert [(m.step, m.value) for m in by_lambda] == [
+            (round(100 * lam), logged[f"{option}.risk_{lam:.2f}"]) for lam in calibration["lambda"]]
+        by_coverage = {m.step: m.value for m in client.get_metric_history(run_id, f"{option}.risk_by_coverage")}
+        full = by_coverage[100]  # every row accepted: the error rate of all test rows
+        assert full == pytest.approx(1.0 - sweep.loc[sweep["rejection_rate"] == 0, "covered_accuracy"].iat[0])
+        assert all(step % 5 == 0 for step in by_coverage)
+
+
+def check_figures_and_report(root, methods):
     for name in ("tradeoff", "risk", "precision"):
         assert (root / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (root / "report.md").read_text()
     for link in ("figures/tradeoff.png", "figures/risk.png", "figures/precision.png"):
         assert f"]({link})" in report and (root / link).is_file()
-    assert all(f"| {method} " in report for method in options) and "cal_risk" in report
+    assert all(f"| {method} " in report for method in methods) and "cal_risk" in report
 
 
 # -------------------------------------------- the evaluation stage without true labels
@@ -165,8 +178,8 @@ def test_without_true_labels_the_partial_label_loss_judges_rows_with_bags():
     expected.update(calibrated_metrics(calibration, out.test.score[keep], test_correct))
     expected.update(bag_calibrated_metrics(calibration, out.test.score[keep], test_correct))
     expected["aurc"] = aurc(threshold_sweep(out.test.score[keep], test_correct))
-    assert result.metrics == {f"pl_knn.native.{k}": v for k, v in expected.items()}
-    assert "pl_knn.native.mcc" not in result.metrics
+    assert result.metrics == {"pl_knn": run_metrics({"native": expected})}
+    assert "mcc" not in result.metrics["pl_knn"]
     assert result.truth.startswith("partial-label loss")
     assert result.sweeps[("pl_knn", "native")]["accepted"].iat[0] == keep.sum()
 
@@ -188,7 +201,7 @@ def test_evaluation_refuses_two_outputs_for_the_same_reject_option():
 def test_predictions_tables_put_other_reject_options_beside_the_native_one():
     ds, rows, out = toy_run()
     trust = MethodOutput(
-        out.method,
+        out.name,
         out.features,
         test=RejectPrediction(out.test.labels, ~out.test.accept, -out.test.score, out.test.guess),
         train=out.train,
@@ -196,14 +209,14 @@ def test_predictions_tables_put_other_reject_options_beside_the_native_one():
         option="trust",
     )
     frames = prediction_frames([trust, out], ds, rows)
-    assert set(frames) == {"predictions/pl_knn.parquet", "predictions/pl_knn.val.parquet"}
-    test = frames["predictions/pl_knn.parquet"]
+    assert set(frames) == {"pl_knn"} and set(frames["pl_knn"]) == {"test", "val"}
+    test = frames["pl_knn"]["test"]
     np.testing.assert_array_equal(test["score"], out.test.score)  # native gives the base columns
     np.testing.assert_array_equal(test["trust_score"], -out.test.score)
     np.testing.assert_array_equal(test["trust_accept"], ~out.test.accept)
     assert "trust_label" not in test and (test["y_true"] == -1).all()
     np.testing.assert_array_equal(test["row"], rows.test)
-    val = frames["predictions/pl_knn.val.parquet"]
+    val = frames["pl_knn"]["val"]
     np.testing.assert_array_equal(val["row"], rows.train[rows.val])
     np.testing.assert_array_equal(val["trust_score"], out.val.score + 1.0)
 
@@ -224,13 +237,15 @@ def test_a_run_on_data_without_true_labels_is_judged_by_the_bags(prefect_harness
     run = client.get_run(result["run_id"])
     assert run.data.tags["evaluated_against"].startswith("partial-label loss")
     assert run.data.params["truth"] == result["truth"] == run.data.tags["evaluated_against"]
-    logged = run.data.metrics
-    assert "pl_knn.native.mcc" not in logged
-    test = pd.read_parquet(client.download_artifacts(run.info.run_id, "predictions/pl_knn.parquet", str(tmp_path)))
+    method_run = result["method_run_ids"]["pl_knn"]
+    logged = client.get_run(method_run).data.metrics
+    assert client.get_run(method_run).data.params["truth"] == result["truth"]
+    assert "mcc" not in logged
+    test = pd.read_parquet(client.download_artifacts(method_run, "predictions/test.parquet", str(tmp_path)))
     assert (test["y_true"] == -1).all()
-    expected = partial_label_report(S[test["row"]], test["label"], test["accept"].to_numpy())
+    expected = run_metrics({"native": partial_label_report(S[test["row"]], test["label"], test["accept"].to_numpy())})
     for key, value in expected.items():
-        assert logged[f"pl_knn.native.{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+        assert logged[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
 
 
 def test_every_reject_option_of_a_method_gets_its_own_metric_names():
@@ -239,15 +254,18 @@ def test_every_reject_option_of_a_method_gets_its_own_metric_names():
     y = rng.integers(0, 3, ds.n_rows)
     labelled = PartialLabelDataset(ds.X, ds.S | np.eye(3, dtype=bool)[y], y, ds.classes, "labelled")
     trust = MethodOutput(
-        out.method, out.features, out.test, out.train,
+        out.name, out.features, out.test, out.train,
         RejectPrediction(out.val.labels, out.val.accept, 1.0 - out.val.score, out.val.guess), option="trust",
     )
     result = evaluate([out, trust], labelled, rows)
     assert set(result.sweeps) == {("pl_knn", "native"), ("pl_knn", "trust")}
-    native = {k.split(".", 2)[2] for k in result.metrics if k.startswith("pl_knn.native.")}
-    assert {k.split(".", 2)[2] for k in result.metrics if k.startswith("pl_knn.trust.")} == native
-    assert {"mcc", "aurc", "risk_0.10", "cal_risk_0.10", "cal_threshold_0.10"} <= native
+    metrics = result.metrics["pl_knn"]
+    native = {k.split(".", 1)[1] for k in metrics if k.startswith("native.")}
+    assert {k.split(".", 1)[1] for k in metrics if k.startswith("trust.")} == native
+    assert {"aurc", "risk_0.10", "cal_risk_0.10", "cal_threshold_0.10"} <= native
+    # The label metrics depend on no reject option: logged once, without a prefix.
+    assert {"accuracy", "mcc"} <= set(metrics) and not {"accuracy", "mcc"} & native
     # Same test predictions, different validation scores: only the calibrated values may differ.
     for name in native - {n for n in native if n.startswith("cal_")}:
-        assert result.metrics[f"pl_knn.trust.{name}"] == result.metrics[f"pl_knn.native.{name}"]
+        assert metrics[f"trust.{name}"] == metrics[f"native.{name}"]
     assert result.truth == "true labels"

@@ -7,34 +7,27 @@ import pandas as pd
 
 from pll.evaluation import compare_methods
 from pll.report import run_report
-from pll.tables import markdown_table, metrics_table, risk_table, significance_table
+from pll.tables import markdown_table, risk_table, significance_table
 
-METRICS = {
-    "dst_pll.native.accuracy": 0.9,
-    "dst_pll.native.risk_0.00": 0.02,
-    "dst_pll.native.risk_0.10": 0.05,
-    "dst_pll.native.cal_threshold_0.10": 0.25,
-    "dst_pll.native.cal_risk_0.10": 0.04,
-    "dst_pll.native.cal_rejection_rate_0.10": 0.2,
-    "pl_knn.trust.accuracy": 0.8,
-    "pl_knn.trust.risk_0.00": 0.1,
-    "pl_knn.trust.risk_0.10": 0.12,
-    "pl_knn.trust.cal_threshold_0.10": 1.5,
-    "pl_knn.trust.cal_risk_0.10": 0.11,
-    "pl_knn.trust.cal_rejection_rate_0.10": 0.05,
-}
+# A run's comparison table (pll.experiment.Evaluation.table): a row per method run and reject option.
+TABLE = pd.DataFrame([
+    {"method": "dst_pll", "reject": "native", "accuracy": 0.9, "risk_0.00": 0.02, "risk_0.10": 0.05,
+     "cal_threshold_0.10": 0.25, "cal_risk_0.10": 0.04, "cal_rejection_rate_0.10": 0.2},
+    {"method": "pl_knn k=5", "reject": "trust", "accuracy": 0.8, "risk_0.00": 0.1, "risk_0.10": 0.12,
+     "cal_threshold_0.10": 1.5, "cal_risk_0.10": 0.11, "cal_rejection_rate_0.10": 0.05},
+])
 
 
 def test_risk_table_pairs_own_and_calibrated_risks_per_lambda():
-    table = risk_table(METRICS)
+    table = risk_table(TABLE)
     assert list(table.columns[:4]) == ["method", "reject", "lambda", "risk"]
-    row = table[(table["method"] == "pl_knn") & (table["lambda"] == 0.1)].iloc[0]
+    row = table[(table["method"] == "pl_knn k=5") & (table["lambda"] == 0.1)].iloc[0]
     assert (row["reject"], row["risk"], row["cal_risk"], row["cal_threshold"]) == ("trust", 0.12, 0.11, 1.5)
     assert row["cal_rejection_rate"] == 0.05
     # λ = 0 has no calibrated value here: missing, not invented.
     zero = table[(table["method"] == "dst_pll") & (table["lambda"] == 0.0)].iloc[0]
     assert zero["risk"] == 0.02 and np.isnan(zero["cal_risk"])
-    assert risk_table({"m.native.accuracy": 1.0}).empty
+    assert risk_table(pd.DataFrame({"method": ["m"], "reject": ["native"], "accuracy": [1.0]})).empty
 
 
 def test_significance_table_bolds_the_marked_methods():
@@ -53,7 +46,7 @@ def test_significance_table_bolds_the_marked_methods():
 def test_report_puts_tables_and_relative_figure_links_together():
     figures = {"Reject trade-off": "figures/tradeoff.png", "Risk against λ": "figures/risk.png"}
     summary = {"name": "digits", "rows": 1797, "classes": 10, "average_bag_size": 1.35, "noise": "class_dependent"}
-    text = run_report(summary, metrics_table(METRICS), risk_table(METRICS), figures, truth="true labels")
+    text = run_report(summary, TABLE, risk_table(TABLE), figures, truth="true labels")
     assert text.startswith("# Reject-option evaluation: digits")
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert links == ["figures/tradeoff.png", "figures/risk.png"]
@@ -61,7 +54,7 @@ def test_report_puts_tables_and_relative_figure_links_together():
     assert "| correct means | true labels |" in text and "| average bag size | 1.350 |" in text
     own_header = next(line for line in text.splitlines() if line.startswith("| method"))
     assert "accuracy" in own_header and "cal_" not in own_header  # calibrated values go to their own table
-    assert markdown_table(risk_table(METRICS)) in text
+    assert markdown_table(risk_table(TABLE)) in text
     assert "`cal_threshold_<λ>`" in text  # the metric names are explained
 
 

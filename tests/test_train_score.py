@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,9 @@ from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
 
 from pll.data import PartialLabelDataset
+from pll.conformal import set_report
+from pll.evaluation import partial_label_report, reject_report
+from pll.experiment.evaluation import run_metrics
 from pll.errors import (
     DataFileError,
     FilesFailedError,
@@ -30,7 +34,9 @@ from pll.scoring import (
     LEDGER,
     check_input_path,
     check_output_path,
+    fit_holdout,
     fit_model,
+    fit_set_predictor,
     folder_output,
     match_features,
     read_ledger,
@@ -79,6 +85,26 @@ def log_fitted(uri, fitted, ds, register=None):
     out = log_model.fn(uri, run_id, fitted, input_example(ds), ds.summary(), register)
     end_run.fn(uri, run_id)
     return run_id, out
+
+
+def holdout_report(ds, method, params, seed, threshold=None, conformal_alpha=None, knn="exact"):
+    """The hold-out metrics recomputed from the library: the 80 % model predicts the 20 %, judged as a benchmark judges."""
+    holdout = fit_holdout(ds, method, params, random_state=seed, knn=knn)
+    pred = holdout.estimator.predict_with_reject(holdout.X)
+    accept = pred.accept if threshold is None else pred.score > threshold
+    keep = np.ones(holdout.rows.size, bool) if ds.y is not None else ds.S[holdout.rows].any(axis=1)
+
+    def report(labels, accept):
+        if ds.y is not None:
+            return reject_report(ds.y[holdout.rows], labels, accept, n_classes=ds.n_classes)
+        return partial_label_report(ds.S[holdout.rows][keep], labels[keep], accept[keep])
+
+    options = {"native": report(pred.labels, accept)}
+    if conformal_alpha is not None:
+        sets = fit_set_predictor(ds, holdout, conformal_alpha).sets.predict_with_reject(holdout.X)
+        options["conformal"] = {**report(sets.labels, sets.accept),
+                                **set_report(sets.sets[keep], None if ds.y is None else ds.y[holdout.rows])}
+    return options
 
 
 def _python(code, env=None, timeout=300):
@@ -195,6 +221,41 @@ def test_a_given_threshold_decides_accept_for_every_method():
         pd.testing.assert_frame_equal(got.drop(columns="accept"), native.drop(columns="accept"))
     with pytest.raises(InvalidParameterError, match="threshold"):
         fit_model(ds, "pl_knn", None, threshold=float("nan"))
+
+
+@pytest.mark.parametrize("threshold, reject_lambda", [(None, None), (0.6, None), (None, 0.1)])
+def test_holdout_metrics_are_the_reject_report_of_the_rule_the_model_applies(threshold, reject_lambda):
+    ds = synthetic()
+    fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5}, random_state=4, threshold=threshold,
+                       reject_lambda=reject_lambda, conformal_alpha=0.2)
+    assert fitted.holdout_metrics == holdout_report(ds, "pl_knn", {"n_neighbors": 5}, 4, fitted.threshold, 0.2)
+    if reject_lambda is not None:  # the threshold minimised R_λ on these rows: the same figure
+        assert fitted.holdout_metrics["native"]["risk_0.10"] == fitted.calibration["risk"]
+    without_sets = fit_model(ds, "pl_knn", {"n_neighbors": 5}, random_state=4, threshold=threshold,
+                             reject_lambda=reject_lambda, conformal_alpha=None)
+    assert list(without_sets.holdout_metrics) == ["native"]
+    assert without_sets.holdout_metrics["native"] == fitted.holdout_metrics["native"]
+
+
+def test_holdout_metrics_without_true_labels_judge_by_the_bags_leaving_empty_ones_out():
+    full = synthetic(n=120)
+    S = full.S.copy()
+    S[::7] = False  # rows nobody labelled
+    ds = PartialLabelDataset(full.X, S, None, CLASSES, "unlabelled", allow_empty_bags=True,
+                             info={"feature_names": ["height", "weight", "age"]})
+    fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5}, random_state=2, conformal_alpha=0.2)
+    expected = holdout_report(ds, "pl_knn", {"n_neighbors": 5}, 2, conformal_alpha=0.2)
+    assert fitted.holdout_metrics == expected
+    assert "mcc" not in expected["native"] and "coverage" not in expected["conformal"]
+    held_out = fit_holdout(ds, "pl_knn", {"n_neighbors": 5}, random_state=2).rows
+    assert not ds.S[held_out].any(axis=1).all()  # some held-out rows were left out
+
+
+def test_a_model_pickled_before_holdout_metrics_loads_without_them():
+    fitted = fit_model(synthetic(), "pl_knn", {"n_neighbors": 5}, random_state=0)
+    old = pickle.loads(pickle.dumps(fitted))
+    del old.__dict__["holdout_metrics"]  # as a pickle of the former FittedModel has it
+    assert pickle.loads(pickle.dumps(old)).holdout_metrics is None
 
 
 def test_feature_named_like_an_output_column_is_refused():
@@ -385,6 +446,20 @@ def test_logged_model_records_signature_example_fingerprint_threshold_and_regist
     pd.testing.assert_frame_equal(reloaded.predict_frame(query_table(fitted)), fitted.predict_frame(query_table(fitted)))
 
 
+def test_logged_model_and_its_run_carry_the_holdout_metrics(store):
+    ds = synthetic()
+    fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5}, random_state=0, reject_lambda=0.1, conformal_alpha=0.2)
+    run_id, out = log_fitted(store, fitted, ds)
+    client = MlflowClient(store)
+    quality = run_metrics(fitted.holdout_metrics)
+    assert {"accuracy", "mcc", "native.rejection_rate", "native.risk_0.10", "conformal.coverage",
+            "conformal.mean_set_size", "conformal.accuracy"} <= set(quality)
+    calibration = {f"holdout.{k}": v for k, v in fitted.calibration.items()}
+    assert client.get_run(run_id).data.metrics == {**quality, **calibration}
+    assert {m.key: m.value for m in client.get_logged_model(out["model_id"]).metrics} == quality
+    assert all(m.model_id == out["model_id"] for m in client.get_logged_model(out["model_id"]).metrics)
+
+
 def test_logged_model_leaves_input_checks_to_pll_and_shows_an_example(store, tmp_path):
     """No input schema (MLflow would drop unknown columns before pll sees them); the example shows the input."""
     import mlflow.artifacts
@@ -436,6 +511,49 @@ def trained(prefect_harness, store):
                    tracking_uri=uri, experiment="train-score")
     fitted, source = load_model(result["model_uri"], uri)
     return uri, result, fitted, source
+
+
+@pytest.mark.slow
+def test_train_flow_logs_the_holdout_report_on_its_run_and_model(prefect_harness, store):
+    import pll
+    from flows.train import train
+
+    uri = store
+    result = train(dataset="iris", method="pl_knn", method_params={"n_neighbors": 5}, seed=3, reject_lambda=0.1,
+                   conformal_alpha=0.2, tracking_uri=uri, experiment="train-metrics")
+    client = MlflowClient(uri)
+    run = client.get_run(result["run_id"])
+    ds = pll.noise.apply_noise(pll.load_dataset("iris"), "auto", random_state=3)
+    assert run.data.tags["data_fingerprint"] == ds.fingerprint()  # the flow's data, rebuilt
+    threshold = json.loads(run.data.params["reject_threshold"])
+    expected = run_metrics(holdout_report(ds, "pl_knn", {"n_neighbors": 5}, 3, threshold, 0.2, knn="auto"))
+    metrics = run.data.metrics
+    for name in ("accuracy", "mcc", "native.rejection_rate", "native.risk_0.10", "conformal.coverage",
+                 "conformal.mean_set_size"):
+        assert metrics[name] == expected[name], name
+    assert {k: v for k, v in metrics.items() if not k.startswith("holdout.")} == expected
+    assert metrics["native.risk_0.10"] == metrics["holdout.risk"]
+    assert {m.key: m.value for m in client.get_logged_model(result["model_id"]).metrics} == expected
+    assert "in-sample" in run.data.tags["mlflow.note.content"]
+
+
+@pytest.mark.slow
+def test_train_flow_without_true_labels_logs_the_partial_label_report(prefect_harness, store, tmp_path):
+    import pll
+    from flows.train import train
+
+    uri = store
+    full = synthetic()
+    table = pd.DataFrame(full.X, columns=["height", "weight", "age"])
+    table["candidates"] = ["|".join(CLASSES[row]) for row in full.S]
+    table.to_csv(tmp_path / "bags.csv", index=False)
+    result = train(dataset=str(tmp_path / "bags.csv"), method="pl_knn", method_params={"n_neighbors": 5}, seed=1,
+                   conformal_alpha=None, tracking_uri=uri, experiment="train-metrics")
+    ds = pll.load_dataset(tmp_path / "bags.csv")
+    assert ds.y is None
+    expected = run_metrics(holdout_report(ds, "pl_knn", {"n_neighbors": 5}, 1, knn="auto"))
+    assert MlflowClient(uri).get_run(result["run_id"]).data.metrics == expected
+    assert "accuracy" in expected and "native.risk_0.10" in expected and "mcc" not in expected
 
 
 def digits_rows(fitted, rows):

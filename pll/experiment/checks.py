@@ -54,19 +54,21 @@ def check_protocol(
 ):
     """Refuse run protocol parameters that cannot work, naming the first bad one.
 
-    Methods and their parameters, feature pipelines, kNN backend and its
+    Methods and their parameters (a mapping, or a list of settings), feature pipelines, kNN backend and its
     options, validation fraction, the conformal sets' α (None: no sets).
     """
     from ..features import FEATURE_PIPELINES
     from ..methods import METHODS, make_method
+    from .plan import method_settings, plan_run
 
     if not methods:
         raise InvalidParameterError("no method to run: name at least one of " + ", ".join(METHODS))
     strays = sorted(set(method_params or {}) - set(methods))
     if strays:
         raise InvalidParameterError(f"parameters given for {strays[0]!r}, which the run does not run")
-    for method in methods:
-        make_method(method, (method_params or {}).get(method))
+    for method, params in method_settings(methods, method_params):
+        make_method(method, params)
+    plan_run(methods, method_params, features, method_features)  # two settings with one name
     for method, name in {**(method_features or {}), "": features}.items():
         if name not in FEATURE_PIPELINES:
             where = f"features of {method!r}" if method else "features"

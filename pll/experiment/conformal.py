@@ -63,9 +63,8 @@ def calibration_split(ds, rows, features: str, k: int, knn_backend: str, knn_opt
     return CalibrationSplit(split, n_val, val, test)
 
 
-def conformal_option(name: str, params: dict | None, calibration: CalibrationSplit, seed: int,
-                     alpha: float = DEFAULT_ALPHA) -> MethodOutput:
-    """Method ``name`` with conformal prediction sets as its reject option: accept iff the set is one label.
+def conformal_option(run, calibration: CalibrationSplit, seed: int, alpha: float = DEFAULT_ALPHA) -> MethodOutput:
+    """The method of ``run`` (a :class:`~pll.experiment.MethodRun`) with conformal prediction sets as its reject option: accept iff the set is one label.
 
     The method is fitted on the fitting rows of ``calibration`` and
     calibrated on the validation rows (their bags; no true labels needed);
@@ -73,11 +72,11 @@ def conformal_option(name: str, params: dict | None, calibration: CalibrationSpl
     disambiguated: ``train`` is None.
     """
     split = calibration.split
-    holdout = make_method(name, params, random_state=seed).fit(split.X_train, split.train.S)
+    holdout = make_method(run.method, run.params, random_state=seed).fit(split.X_train, split.train.S)
     S_val = split.test.S[: calibration.n_val]
     sets = ConformalSets(holdout, alpha=alpha).fit(calibration.X_val, S_val, neighbors=calibration.val)
     return MethodOutput(
-        name,
+        run.name,
         split.features,
         test=sets.predict_with_reject(calibration.X_test, neighbors=calibration.test),
         train=None,

@@ -22,13 +22,18 @@ from ..evaluation import (
     threshold_sweep,
 )
 
+LABEL_METRICS = ("accuracy", "mcc")
+"""Metrics of the predicted labels alone, whatever is rejected: a method run logs them without an option prefix."""
+SHARED_LABEL_OPTIONS = ("native", "trust")
+"""Reject options that keep the method's own predicted labels (the trust score only decides what to reject)."""
+
 TRUE_LABELS = "true labels"
 PARTIAL_LABEL_LOSS = "partial-label loss (label in the row's bag; rows with empty bags left out)"
 
 
 @dataclass(frozen=True)
 class OptionEvaluation:
-    """The evaluation of one method with one reject option on the test rows.
+    """The evaluation of one method run (``name``) with one reject option on the test rows.
 
     ``metrics``: metric -> float, the keys of :func:`pll.evaluation.reject_report`,
     ``aurc`` and those of :func:`pll.evaluation.calibrated_metrics` (with
@@ -40,7 +45,7 @@ class OptionEvaluation:
     option's own rule.
     """
 
-    method: str
+    name: str
     option: str
     metrics: dict
     sweep: pd.DataFrame
@@ -51,11 +56,12 @@ class OptionEvaluation:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """What the evaluation of one run produced: one :class:`OptionEvaluation` per method and reject option.
+    """What the evaluation of one run produced: one :class:`OptionEvaluation` per method run and reject option.
 
     ``truth`` says what "correct" meant.  The other attributes gather the
-    options' results as a run logs them: ``metrics`` by
-    ``<method>.<option>.<metric>``, the rest by ``(method, option)``.
+    options' results: ``metrics`` by method run, as each logs them
+    (:func:`run_metrics`); ``table`` one row per method run and option; the
+    rest by ``(method run, option)``.
     """
 
     options: tuple
@@ -63,23 +69,62 @@ class Evaluation:
 
     @property
     def metrics(self) -> dict:
-        return {f"{o.method}.{o.option}.{name}": value for o in self.options for name, value in o.metrics.items()}
+        """Method run name -> its metrics by the names it logs (:func:`run_metrics`)."""
+        by_run = {}
+        for o in self.options:
+            by_run.setdefault(o.name, {})[o.option] = o.metrics
+        return {name: run_metrics(options) for name, options in by_run.items()}
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """The comparison table: a row per method run (column ``method``) and reject option (``reject``)."""
+        first = {}
+        for i, o in enumerate(self.options):
+            first.setdefault(o.name, i)
+        options = sorted(self.options, key=lambda o: first[o.name])  # a method run's options together
+        return pd.DataFrame([{"method": o.name, "reject": o.option, **o.metrics} for o in options])
 
     @property
     def sweeps(self) -> dict:
-        return {(o.method, o.option): o.sweep for o in self.options}
+        return {(o.name, o.option): o.sweep for o in self.options}
 
     @property
     def precision(self) -> dict:
-        return {(o.method, o.option): o.precision for o in self.options}
+        return {(o.name, o.option): o.precision for o in self.options}
 
     @property
     def calibration(self) -> dict:
-        return {(o.method, o.option): o.calibration for o in self.options}
+        return {(o.name, o.option): o.calibration for o in self.options}
 
     @property
     def operating_points(self) -> dict:
-        return {(o.method, o.option): o.operating_point for o in self.options}
+        return {(o.name, o.option): o.operating_point for o in self.options}
+
+
+def run_metrics(option_metrics: dict) -> dict:
+    """One method run's metrics by the names it logs: ``<option>.<metric>``, and :data:`LABEL_METRICS` unprefixed.
+
+    ``option_metrics``: reject option -> metric -> value.  The label metrics
+    of ``native`` (the method's own predictions) are logged once, without a
+    prefix; the other options in :data:`SHARED_LABEL_OPTIONS` repeat them by
+    construction and leave them out; an option with a model of its own
+    (``conformal``, fitted on the fitting rows only) keeps its own, prefixed.
+    So every run of every method logs the same keys.
+
+    Examples
+    --------
+    >>> run_metrics({"native": {"accuracy": 0.9, "risk_0.10": 0.12}, "trust": {"accuracy": 0.9, "risk_0.10": 0.11}})
+    {'accuracy': 0.9, 'native.risk_0.10': 0.12, 'trust.risk_0.10': 0.11}
+    """
+    out = {}
+    for option, metrics in option_metrics.items():
+        for name, value in metrics.items():
+            if name in LABEL_METRICS and option in SHARED_LABEL_OPTIONS:
+                if option == "native":
+                    out[name] = value
+            else:
+                out[f"{option}.{name}"] = value
+    return out
 
 
 class _Judge:
@@ -144,9 +189,9 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
     val = _Judge(ds, rows.train[rows.val], "validation")
     options, seen = [], set()
     for out in outputs:
-        if (out.method, out.option) in seen:
-            raise InvalidDataError(f"two outputs for method {out.method!r} with reject option {out.option!r}")
-        seen.add((out.method, out.option))
+        if (out.name, out.option) in seen:
+            raise InvalidDataError(f"two outputs for method run {out.name!r} with reject option {out.option!r}")
+        seen.add((out.name, out.option))
         report = test.report(out.test, lambdas)
         correct = test.correct(out.test)
         score = out.test.score[test.keep]
@@ -160,7 +205,7 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
         report.update(calibrated_metrics(cal, score, correct))
         report.update(bag_calibrated_metrics(bag_cal, score, correct))
         options.append(OptionEvaluation(
-            out.method,
+            out.name,
             out.option,
             report,
             sweep,

@@ -12,9 +12,9 @@ from .neighbors import query_set
 
 @dataclass(frozen=True)
 class MethodOutput:
-    """What one method, with one reject option, produced on one split.
+    """What one method run, with one reject option, produced on one split.
 
-    ``test``: the test rows; ``train``: the disambiguated training rows;
+    ``name``: the method run's (:class:`~pll.experiment.MethodRun`); ``test``: the test rows; ``train``: the disambiguated training rows;
     ``val``: the validation hold-out, predicted by the same method fitted on
     the other training rows (for calibrating thresholds).  ``option`` names
     the reject option whose ``accept`` and ``score`` the test and validation
@@ -22,7 +22,7 @@ class MethodOutput:
     the native option's (None for ``conformal``, which disambiguates nothing).
     """
 
-    method: str
+    name: str
     features: str
     test: RejectPrediction
     train: RejectPrediction | None
@@ -30,18 +30,18 @@ class MethodOutput:
     option: str = "native"
 
 
-def run_method(name: str, params: dict | None, split, rows, neighbors, seed: int) -> MethodOutput:
-    """Fit method ``name`` on the split's training rows and predict with its own reject option.
+def run_method(run, split, rows, neighbors, seed: int) -> MethodOutput:
+    """Fit the method of ``run`` (a :class:`~pll.experiment.MethodRun`) on the split's training rows; predict with its own reject option.
 
     ``neighbors`` (a :class:`~pll.experiment.NeighborSet` of ``split``, or
     None for a method that needs none) are reused, not searched again.  A clone fitted on the fitting rows
     ``rows.fit`` only predicts the validation rows ``rows.val``.
     """
-    clf = make_method(name, params, random_state=seed)
+    clf = make_method(run.method, run.params, random_state=seed)
     clf.fit(split.X_train, split.train.S, neighbors=query_set(neighbors, "train"))
     holdout = clone(clf).fit(split.X_train[rows.fit], split.train.S[rows.fit])
     return MethodOutput(
-        name,
+        run.name,
         split.features,
         test=clf.predict_with_reject(split.X_test, neighbors=query_set(neighbors, "test")),
         train=clf.disambiguate(),

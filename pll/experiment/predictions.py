@@ -1,4 +1,4 @@
-"""Prediction tables of a run: what each method predicted, with every reject option, row by row."""
+"""Prediction tables of a run: what each method run predicted, with every reject option, row by row."""
 
 from __future__ import annotations
 
@@ -6,27 +6,28 @@ import numpy as np
 
 from ..methods.base import set_labels
 
+PARTS = ("test", "val")
+
 
 def prediction_frames(outputs, ds, rows) -> dict:
-    """Predictions artifacts: artifact path -> table, per method, of the test and the validation rows.
+    """Method run name -> part -> table of its predictions: ``test`` rows and ``val``, the validation hold-out.
 
-    ``predictions/<method>.parquet`` holds the test rows,
-    ``predictions/<method>.val.parquet`` the validation hold-out (what the
-    calibrated thresholds were chosen on).  The ``native`` option (else the
-    alphabetically first) gives the columns of :meth:`RejectPrediction.to_frame`
-    (``belief_<class>``, ``plausibility_<class>``, ``share_<class>``, ...);
-    every other option adds ``<option>_score`` and ``<option>_accept`` (e.g.
-    ``trust_score``), ``<option>_label`` if its labels differ, and
-    ``<option>_set`` (labels joined by ``|``) with ``<option>_set_size`` if
-    it predicts sets (``conformal``).
+    The validation rows are what the calibrated thresholds were chosen on.
+    The ``native`` option (else the alphabetically first) gives the columns
+    of :meth:`RejectPrediction.to_frame` (``belief_<class>``,
+    ``plausibility_<class>``, ``share_<class>``, ...); every other option
+    adds ``<option>_score`` and ``<option>_accept`` (e.g. ``trust_score``),
+    ``<option>_label`` if its labels differ, and ``<option>_set`` (labels
+    joined by ``|``) with ``<option>_set_size`` if it predicts sets
+    (``conformal``).
     """
-    by_method = {}
+    by_run = {}
     for out in outputs:
-        by_method.setdefault(out.method, []).append(out)
+        by_run.setdefault(out.name, []).append(out)
     frames = {}
-    for method, outs in by_method.items():
+    for name, outs in by_run.items():
         outs = sorted(outs, key=lambda o: (o.option != "native", o.option))
-        for part, idx, suffix in (("test", rows.test, ""), ("val", rows.train[rows.val], ".val")):
+        for part, idx in zip(PARTS, (rows.test, rows.train[rows.val])):
             base = getattr(outs[0], part)
             frame = base.to_frame(ds.classes, None if ds.y is None else ds.y[idx], idx)
             extra = {}
@@ -39,5 +40,5 @@ def prediction_frames(outputs, ds, rows) -> dict:
                 if pred.sets is not None:
                     extra[f"{other.option}_set"] = set_labels(pred.sets, ds.classes)
                     extra[f"{other.option}_set_size"] = pred.sets.sum(axis=1)
-            frames[f"predictions/{method}{suffix}.parquet"] = frame.assign(**extra)
+            frames.setdefault(name, {})[part] = frame.assign(**extra)
     return frames

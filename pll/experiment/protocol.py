@@ -27,7 +27,7 @@ class RunResult:
     ``data``: the data set with the noise model's bags; ``rows``: its split;
     ``neighbors``: feature pipeline -> :class:`~pll.experiment.NeighborSet`;
     ``outputs``: the :class:`~pll.experiment.MethodOutput` of every method
-    and reject option; ``evaluation``: their :class:`~pll.experiment.Evaluation`.
+    run and reject option; ``evaluation``: their :class:`~pll.experiment.Evaluation`.
     """
 
     data: object
@@ -38,9 +38,13 @@ class RunResult:
 
     @property
     def metrics(self) -> dict:
-        """Every metric a pipeline run logs, by the name it logs it under."""
-        knn = {k: v for features, nb in self.neighbors.items() for k, v in neighbor_metrics(features, nb).items()}
-        return {**knn, **self.evaluation.metrics}
+        """Method run name -> the metrics its MLflow run logs, by the names it logs them under."""
+        return self.evaluation.metrics
+
+    @property
+    def neighbor_metrics(self) -> dict:
+        """The neighbor searches' metrics, which the pipeline run (the method runs' parent) logs."""
+        return {k: v for features, nb in self.neighbors.items() for k, v in neighbor_metrics(features, nb).items()}
 
     def prediction_frames(self) -> dict:
         """The predictions tables a pipeline run logs (:func:`~pll.experiment.prediction_frames`)."""
@@ -65,6 +69,9 @@ def run_protocol(
 ) -> RunResult:
     """Run the protocol of one pipeline run on the loaded data set ``ds``.
 
+    ``method_params`` maps a method to its parameters, or to a list of
+    settings, each a method run of its own (:func:`~pll.experiment.plan_run`).
+
     Noise, split with validation hold-out, features, neighbors, every method
     with its own, the trust score's and (unless ``conformal_alpha`` is None)
     conformal prediction sets' reject option, evaluation: the same
@@ -78,7 +85,7 @@ def run_protocol(
     >>> import pll
     >>> from pll.experiment import run_protocol
     >>> result = run_protocol(pll.load_dataset("iris"), seed=0, methods=["pl_knn"])
-    >>> round(result.metrics["pl_knn.native.accuracy"], 3)
+    >>> round(result.metrics["pl_knn"]["accuracy"], 3)
     0.967
     """
     check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
@@ -91,12 +98,11 @@ def run_protocol(
     for group in plan.groups:
         split = featurize(ds, rows.train, rows.test, group.features, knn=knn_backend, knn_params=knn_options)
         nb = neighbors[group.features] = find_neighbors(split, rows, group.k, knn_backend, knn_options)
-        native = [run_method(m, plan.method_params[m], split, rows, nb, seed) for m in group.methods]
+        native = [run_method(run, split, rows, nb, seed) for run in group.runs]
         outputs += native + [
             trust_option(o, split, rows, nb, knn_backend=knn_backend, knn_options=knn_options) for o in native
         ]
         if conformal_alpha is not None:
             calibration = calibration_split(ds, rows, group.features, group.k, knn_backend, knn_options)
-            outputs += [conformal_option(m, plan.method_params[m], calibration, seed, conformal_alpha)
-                        for m in group.methods]
+            outputs += [conformal_option(run, calibration, seed, conformal_alpha) for run in group.runs]
     return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows, lambdas))

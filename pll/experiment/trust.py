@@ -44,7 +44,7 @@ def trust_option(
     test_scores = full.score(split.X_test, output.test.labels, neighbors=query_set(neighbors, "test"))
     val_scores = holdout.score(split.X_train[rows.val], output.val.labels, neighbors=query_set(neighbors, "val"))
     return MethodOutput(
-        output.method,
+        output.name,
         output.features,
         test=with_trust(output.test, test_scores, threshold),
         train=train,
