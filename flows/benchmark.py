@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextvars import copy_context
 from pathlib import Path
 
+from mlflow.tracking import MlflowClient
 from prefect import flow, get_run_logger
 from prefect.states import Failed
 
@@ -39,7 +40,7 @@ from tasks.grid_tracking import (
     finished_executions,
     log_grid_results,
 )
-from tasks.tracking import KIND_TAG, PARENT_TAG, end_run, resolve_tracking_uri, start_run
+from tasks.tracking import KIND_TAG, PARENT_TAG, end_run, resolve_tracking_uri, start_run, unique_run_name
 
 GRID_KIND = "grid"
 
@@ -108,9 +109,9 @@ def benchmark(
         tags = {GRID_KEY_TAG: spec.key, "pll.grid": spec.name, KIND_TAG: GRID_KIND}
         description = (f"Benchmark grid {spec.name}: {len(spec.cells)} method runs in {len(executions)} pipeline "
                        f"runs. {spec.description}").strip()
-        parent = start_run(tracking_uri, experiment, f"grid {spec.name}", config, {**tags, **flow_run_tags()},
-                           description)
-    name_flow_run(f"grid {spec.name}")
+        name = unique_run_name(tracking_uri, experiment, f"grid {spec.name}")
+        parent = start_run(tracking_uri, experiment, name, config, {**tags, **flow_run_tags(name)}, description)
+    name_flow_run(MlflowClient(tracking_uri).get_run(parent).info.run_name)
     tag_flow_run(parent)
     todo = [e for e in executions if e.key not in finished]
     logger = get_run_logger()

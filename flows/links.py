@@ -22,12 +22,15 @@ FLOW_RUN_URL_TAG = "prefect.flow_run_url"
 MLFLOW_TAG_PREFIX = "mlflow-run:"
 
 
-def flow_run_tags() -> dict:
-    """MLflow tags naming the current flow run: its id and name, and its URL when its server outlives the command."""
+def flow_run_tags(name: str | None = None) -> dict:
+    """MLflow tags naming the current flow run: its id and name, and its URL when its server outlives the command.
+
+    ``name``: the name the flow run is being given (:func:`name_flow_run`), if not the one it started with.
+    """
     flow_run_id = runtime.flow_run.id
     if flow_run_id is None:
         return {}
-    tags = {FLOW_RUN_ID_TAG: str(flow_run_id), FLOW_RUN_NAME_TAG: runtime.flow_run.name}
+    tags = {FLOW_RUN_ID_TAG: str(flow_run_id), FLOW_RUN_NAME_TAG: name or runtime.flow_run.name}
     if not os.environ.get(TEMPORARY_SERVER_ENV):
         tags[FLOW_RUN_URL_TAG] = runtime.flow_run.ui_url
     return tags
@@ -46,7 +49,7 @@ def tag_flow_run(mlflow_run_id: str) -> None:
 def name_flow_run(name: str) -> None:
     """Rename the current flow run (to its MLflow run's name, known only once the flow has read its input)."""
     flow_run_id = runtime.flow_run.id
-    if flow_run_id is not None:
+    if flow_run_id is not None and runtime.flow_run.name != name:
         with get_client(sync_client=True) as client:
             client.update_flow_run(flow_run_id, name=name)
 

@@ -13,7 +13,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from flows import LOG_PRINTS
-from flows.links import flow_run_tags, publish_table, tag_flow_run
+from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
 from pll import catalog
 from pll.evaluation import DEFAULT_LAMBDAS
 from pll.experiment import (
@@ -38,7 +38,7 @@ from tasks.noise import add_noise
 from tasks.pipeline_tracking import RUN_KIND, log_results
 from tasks.progress import stop_stages
 from tasks.protocol import run_protocol
-from tasks.tracking import KIND_TAG, end_run, resolve_tracking_uri, start_run
+from tasks.tracking import KIND_TAG, PARENT_TAG, end_run, resolve_tracking_uri, start_run, unique_run_name
 from tasks.trust import trust_option
 
 
@@ -183,9 +183,12 @@ def pipeline(
         "dask_address": dask_address,
     }
     name = run_name or pipeline_run_name(dataset, noise, noise_params, seed)
+    if PARENT_TAG not in (run_tags or {}):
+        name = unique_run_name(tracking_uri, experiment, name)
+        name_flow_run(name)
     runs = ", ".join(run.name for run in plan.runs)
     description = f"Pipeline run {name}: method runs {runs}, sharing its data, noise, split, features and neighbors."
-    links = flow_run_tags()
+    links = flow_run_tags(name)
     run_id = start_run(tracking_uri, experiment, name, config, {KIND_TAG: RUN_KIND, **links, **(run_tags or {})},
                        description)
     tag_flow_run(run_id)

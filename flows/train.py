@@ -90,7 +90,7 @@ def train(
         "registered_name": registered_name,
     }
     name = f"train {method} on {dataset_label(dataset)}"
-    run_id = start_run(tracking_uri, experiment, name, config, tags={"pll.kind": "training", **flow_run_tags()},
+    run_id = start_run(tracking_uri, experiment, name, config, tags={"pll.kind": "training", **flow_run_tags(name)},
                        description=metrics_note(threshold, reject_lambda, conformal_alpha))
     name_flow_run(name)
     tag_flow_run(run_id)

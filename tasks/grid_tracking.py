@@ -9,9 +9,9 @@ finished, so that starting it again runs only the missing ones.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
 from mlflow.entities import Metric, ViewType
@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.tracking import PARENT_TAG, log_frame, log_json
+from tasks.tracking import PARENT_TAG, figure_writer, frame_writer, text_writer, upload
 
 GRID_KEY_TAG = "pll.grid_key"
 CELL_KEY_TAG = "pll.cell_key"
@@ -94,12 +94,8 @@ def log_grid_results(tracking_uri: str, run_id: str, counts: dict, tables: dict,
     client = MlflowClient(tracking_uri)
     now = int(time.time() * 1000)  # a restarted grid logs its counts again: the latest must win
     client.log_batch(run_id, metrics=[Metric(f"cells_{k}", float(v), now, 0) for k, v in counts.items()])
+    files = {"failures.json": text_writer(json.dumps(failures, indent=2))}
     for name, frame in tables.items():
-        log_frame(client, run_id, frame, f"{name}.csv")
-        log_frame(client, run_id, frame, f"{name}.md")
-    log_json(client, run_id, failures, "failures.json")
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, figure in figures.items():
-            path = Path(tmp) / f"{name}.png"
-            figure.savefig(path, dpi=120, bbox_inches="tight")
-            client.log_artifact(run_id, str(path), "figures")
+        files[f"{name}.csv"] = files[f"{name}.md"] = frame_writer(frame)
+    files.update({f"figures/{name}.png": figure_writer(figure) for name, figure in figures.items()})
+    upload(client, run_id, files)

@@ -15,8 +15,6 @@ batches as MLflow allows: a grid logs hundreds of runs.
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import numpy as np
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric
@@ -27,15 +25,18 @@ from prefect.cache_policies import NO_CACHE
 from pll.methods import make_method
 from pll.plots import precision_figure, risk_figure, tradeoff_figure
 from pll.report import run_report
-from pll.tables import markdown_table, risk_table
+from pll.tables import risk_table
 from tasks.tracking import (
     DESCRIPTION_TAG,
-    FIGURE_DPI,
     KIND_TAG,
     PARENT_TAG,
+    figure_writer,
+    frame_writer,
     log_entries,
     now_ms,
     provenance_tags,
+    text_writer,
+    upload,
 )
 
 RUN_OWNED_PARAMS = ("random_state", "knn", "knn_params")
@@ -104,35 +105,6 @@ def coverage_curve(sweep):
     return points
 
 
-def _upload(client, run_id, files: dict):
-    """Write ``files`` (artifact path -> writer of a local path) to one folder and upload it in one call."""
-    with tempfile.TemporaryDirectory() as tmp:
-        for artifact, write in files.items():
-            path = Path(tmp) / artifact
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write(path)
-        client.log_artifacts(run_id, tmp)
-
-
-def _frame_writer(frame):
-    def write(path):
-        if path.suffix == ".parquet":
-            frame.to_parquet(path, index=False)
-        elif path.suffix == ".csv":
-            frame.to_csv(path, index=False)
-        else:
-            path.write_text(markdown_table(frame))
-    return write
-
-
-def _text_writer(text):
-    return lambda path: path.write_text(text)
-
-
-def _figure_writer(figure):
-    return lambda path: figure.savefig(path, dpi=FIGURE_DPI)
-
-
 def log_method_runs(tracking_uri: str, parent_run_id: str, context: dict, runs, evaluation, predictions: dict,
                     summary: dict, lambdas, tags: dict | None = None, run_tags: dict | None = None) -> dict:
     """A child run of ``parent_run_id`` per method run; returns method run name -> MLflow run id.
@@ -161,12 +133,12 @@ def log_method_runs(tracking_uri: str, parent_run_id: str, context: dict, runs, 
         log_entries(client, run_id, metrics=scalars + metric_series(evaluation, run.name, lambdas, stamp),
                     params={**context, "features": run.features, **method_params(run)})
         client.log_inputs(run_id, datasets=[dataset_input(summary)])
-        files = {f"predictions/{part}.parquet": _frame_writer(frame) for part, frame in predictions[run.name].items()}
+        files = {f"predictions/{part}.parquet": frame_writer(frame) for part, frame in predictions[run.name].items()}
         for option in options:
-            files[f"curves/{option}.sweep.csv"] = _frame_writer(evaluation.sweeps[(run.name, option)])
-            files[f"curves/{option}.precision.csv"] = _frame_writer(evaluation.precision[(run.name, option)])
-            files[f"curves/{option}.calibration.csv"] = _frame_writer(evaluation.calibration[(run.name, option)])
-        _upload(client, run_id, files)
+            files[f"curves/{option}.sweep.csv"] = frame_writer(evaluation.sweeps[(run.name, option)])
+            files[f"curves/{option}.precision.csv"] = frame_writer(evaluation.precision[(run.name, option)])
+            files[f"curves/{option}.calibration.csv"] = frame_writer(evaluation.calibration[(run.name, option)])
+        upload(client, run_id, files)
         client.set_terminated(run_id, "FINISHED")
     return ids
 
@@ -203,10 +175,10 @@ def log_shared(tracking_uri: str, run_id: str, summary: dict, evaluation, neighb
                 tags={"data_fingerprint": summary["fingerprint"], "evaluated_against": evaluation.truth})
     client.log_inputs(run_id, datasets=[dataset_input(summary)])
     files = {
-        "dataset_summary.json": _text_writer(json.dumps(summary, indent=2, default=str)),
-        "metrics.csv": _frame_writer(table),
-        "metrics.md": _frame_writer(table),
-        "risks.csv": _frame_writer(risks),
+        "dataset_summary.json": text_writer(json.dumps(summary, indent=2, default=str)),
+        "metrics.csv": frame_writer(table),
+        "metrics.md": frame_writer(table),
+        "risks.csv": frame_writer(risks),
     }
     name = summary.get("name", "data")
     drawn = {}
@@ -218,8 +190,8 @@ def log_shared(tracking_uri: str, run_id: str, summary: dict, evaluation, neighb
             "Precision at percentile": ("figures/precision.png", precision_figure(
                 evaluation.precision, f"Precision at percentile on {name} (test rows)")),
         }
-        files.update({path: _figure_writer(fig) for path, fig in drawn.values()})
+        files.update({path: figure_writer(fig) for path, fig in drawn.values()})
     report = run_report(summary, table, risks, {caption: path for caption, (path, _) in drawn.items()},
                         truth=evaluation.truth)
-    files["report.md"] = _text_writer(report)
-    _upload(client, run_id, files)
+    files["report.md"] = text_writer(report)
+    upload(client, run_id, files)

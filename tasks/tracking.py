@@ -82,6 +82,25 @@ def experiment_id(client, experiment: str, tracking_uri: str) -> str:
     return exp_id
 
 
+def unique_run_name(tracking_uri: str, experiment: str, name: str) -> str:
+    """``name``, or ``name (2)``, ``(3)``, ... if an active top-level run of ``experiment`` has it already.
+
+    Child runs are named uniquely under their parent by construction; runs
+    at the top (a ``pll run`` repeated, a grid started again after it had
+    finished) get a number, so that every name is unique where it is shown.
+    """
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return name
+    pattern = name.replace("'", "\\'")
+    runs = client.search_runs([exp.experiment_id], f"attributes.run_name LIKE '{pattern}%'", max_results=50000)
+    taken = {r.info.run_name for r in runs if PARENT_TAG not in r.data.tags}
+    if name not in taken:
+        return name
+    return next(f"{name} ({i})" for i in range(2, len(taken) + 3) if f"{name} ({i})" not in taken)
+
+
 def provenance_tags() -> dict:
     """What produced a run: the code's commit and the key packages' versions."""
     return {"git_commit": git_commit(), **{f"version.{k}": v for k, v in package_versions().items()}}
@@ -131,18 +150,34 @@ def log_json(client, run_id, obj, artifact_file):
     client.log_dict(run_id, obj, artifact_file)
 
 
-def log_frame(client, run_id, frame, artifact_file):
-    """Write a DataFrame as Parquet (``.parquet``), CSV (``.csv``) or Markdown (``.md``) artifact."""
+def upload(client, run_id, files: dict):
+    """Write ``files`` (artifact path -> writer of a local path) to one folder and upload it in one call."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / Path(artifact_file).name
+        for artifact, write in files.items():
+            path = Path(tmp) / artifact
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write(path)
+        client.log_artifacts(run_id, tmp)
+
+
+def frame_writer(frame):
+    """A writer of ``frame`` as Parquet (``.parquet``), CSV (``.csv``) or Markdown (any other suffix)."""
+    def write(path):
         if path.suffix == ".parquet":
             frame.to_parquet(path, index=False)
         elif path.suffix == ".csv":
             frame.to_csv(path, index=False)
         else:
             path.write_text(markdown_table(frame))
-        parent = str(Path(artifact_file).parent)
-        client.log_artifact(run_id, str(path), None if parent == "." else parent)
+    return write
+
+
+def text_writer(text):
+    return lambda path: path.write_text(text)
+
+
+def figure_writer(figure):
+    return lambda path: figure.savefig(path, dpi=FIGURE_DPI, bbox_inches="tight")
 
 
 def log_metrics(client, run_id, metrics: dict):

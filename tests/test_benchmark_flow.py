@@ -3,6 +3,7 @@
 import json
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,9 +19,11 @@ import pll
 from flows.benchmark import GridProgress, benchmark
 from flows.cli import main
 from pll.grid import parse_grid
+from pll.methods import METHODS
 from tasks.grid_tracking import CELL_KEY_TAG, EXECUTION_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -201,3 +204,41 @@ def test_bad_grid_file_is_one_line_on_stderr(in_tmp, capsys):
     assert main(["benchmark", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"pll: error: {bad}: methods.pl_knn:") and "no parameter(s) k" in err
+
+
+def test_smoke_grid_as_the_readme_runs_it_compares_in_mlflow_by_shared_columns(prefect_harness, in_tmp, tracking_uri,
+                                                                               capsys):
+    """``pll benchmark benchmarks/grids/smoke.yaml``, then what the README's three UI steps rely on, via the API."""
+    assert main(["benchmark", str(ROOT / "benchmarks" / "grids" / "smoke.yaml"), "--tracking-uri", tracking_uri]) == 0
+    assert "Cells: 20 of 20 finished, 0 failed" in capsys.readouterr().out
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name("pll-benchmark")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    # Step 1 and 2: the method runs, sorted by one risk column, every one with a value and the same columns.
+    methods = client.search_runs([experiment.experiment_id], "tags.`pll.kind` = 'method'",
+                                 order_by=["metrics.`native.risk_0.10` ASC"])
+    assert len(methods) == 20
+    risks = [r.data.metrics["native.risk_0.10"] for r in methods]
+    assert risks == sorted(risks)
+    assert len({frozenset(r.data.metrics) for r in methods}) == 1
+    assert {r.data.params["method"] for r in methods} == set(METHODS)
+    # Names: unique under each parent and readable.
+    runs = client.search_runs([experiment.experiment_id])
+    siblings = Counter((r.data.tags.get(PARENT_TAG), r.info.run_name) for r in runs)
+    assert max(siblings.values()) == 1
+    names = {r.info.run_name for r in runs}
+    assert {"grid smoke", "iris / class_dependent(p=0.7, eps=0.7) / seed 0", "dst_pll k=10"} <= names
+    assert all(r.inputs.dataset_inputs[0].dataset.name in ("iris", "wine") for r in runs if r.data.tags["pll.kind"] != "grid")
+    # Step 3: the curves as metric series, one line per run.
+    history = client.get_metric_history(methods[0].info.run_id, "native.risk_by_lambda")
+    assert [m.step for m in history] == [0, 5, 10, 15, 20]
+    # The grid's accuracy table: one row per method setting (not per reject option), bold only where tested.
+    (grid,) = [r for r in runs if r.data.tags["pll.kind"] == "grid"]
+    table = pd.read_csv(client.download_artifacts(grid.info.run_id, "summary.csv", str(in_tmp)))
+    accuracy = table[(table["metric"] == "accuracy") & (table["dataset"] == "iris")]
+    assert len(accuracy) == 2 * len(METHODS)  # each method setting, and its conformal model fitted apart
+    assert not accuracy["method"].str.contains(r"\[native\]|\[trust\]").any()
+    # Two seeds: no t-test on one degree of freedom; bold is the best and what ties with it on every seed.
+    best = accuracy.loc[accuracy["best"], "mean"].iloc[0]
+    assert (accuracy.loc[accuracy["marked"], "mean"] == best).all()
+    assert (accuracy.loc[accuracy["marked"] & ~accuracy["best"], "p_value"] == 1.0).all()

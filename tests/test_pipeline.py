@@ -176,6 +176,11 @@ def test_small_and_staged_runs_compute_the_same(prefect_harness, tracking_uri):
     kwargs = dict(dataset="iris", seed=1, methods=["pl_knn", "pl_aknn"], tracking_uri=tracking_uri, experiment="paths")
     whole, staged = pipeline(**kwargs), pipeline(**kwargs, stage_tasks=True)
     pd.testing.assert_frame_equal(whole["metrics"], staged["metrics"])
+    # The same run again: its name gets a number, in MLflow and in Prefect.
+    again = MlflowClient(tracking_uri).get_run(staged["run_id"])
+    assert again.info.run_name == "iris / auto / seed 1 (2)"
+    with get_client(sync_client=True) as prefect:
+        assert prefect.read_flow_run(again.data.tags["prefect.flow_run_id"]).name == "iris / auto / seed 1 (2)"
     with get_client(sync_client=True) as prefect:
         names = {}
         for result in (whole, staged):
