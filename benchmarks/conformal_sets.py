@@ -72,8 +72,8 @@ def summary(sets, labels, accept, y_test, n_classes):
 
 
 def from_run(metrics, method):
-    """The run's ``<method>.conformal.*`` metrics, in the names of :func:`summary`."""
-    m = {k.split(".", 2)[2]: v for k, v in metrics.items() if k.startswith(f"{method}.conformal.")}
+    """The ``conformal.*`` metrics of the run's method run ``method``, in the names of :func:`summary`."""
+    m = {k.split(".", 1)[1]: v for k, v in metrics[method].items() if k.startswith("conformal.")}
     return _row(m, m["rejection_rate"] < 1.0)
 
 
@@ -85,8 +85,9 @@ def direct(data, rows, seed):
     for group in plan.groups:
         cal = calibration_split(data, rows, group.features, group.k, DEFAULT_BACKEND)
         S_val = cal.split.test.S[: cal.n_val]
-        for method in group.methods:
-            holdout = make_method(method, plan.method_params[method], random_state=seed)
+        for run in group.runs:
+            method = run.name
+            holdout = make_method(run.method, run.params, random_state=seed)
             holdout.fit(cal.split.X_train, cal.split.train.S)
             for alpha in ALPHAS:
                 for variant in VARIANTS:
