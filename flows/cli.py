@@ -165,7 +165,7 @@ def _add_knn_arguments(parser):
 
 
 # Commands that run flows, and so need a Prefect API.
-_ORCHESTRATED = ("run", "benchmark", "train", "score")
+_ORCHESTRATED = ("run", "benchmark", "train", "score", "audit")
 _SERVER_EPILOG = (
     f"Without PREFECT_API_URL, pll starts a temporary Prefect server and waits up to {STARTUP_TIMEOUT_SECONDS} s "
     "for it (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS sets another limit); with PREFECT_API_URL it uses "
@@ -241,6 +241,16 @@ def build_parser():
     score.add_argument("--output", required=True, help="scored rows (.parquet); <stem>.review.parquet goes beside it")
     score.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     _experiment_argument(score)
+    audit = _command(sub, "audit", "rank a data set's training bags by how strongly their neighbors contradict them")
+    _add_data_arguments(audit)
+    _features_argument(audit)
+    audit.add_argument("--n-neighbors", type=_positive, default=10,
+                       help="the other rows that judge each bag (default: 10)")
+    _add_knn_arguments(audit)
+    audit.add_argument("--output", default="audit.parquet",
+                       help="the ranked table (.parquet), most suspicious bag first (default: audit.parquet)")
+    audit.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
+    _experiment_argument(audit)
     return parser
 
 
@@ -280,6 +290,16 @@ def preflight(args):
         from pll.scoring import check_input_path, check_output_path
 
         check_input_path(args.input)
+        check_output_path(args.output)
+    elif args.command == "audit":
+        from pll.experiment import check_data, check_feature_pipeline
+        from pll.neighbors.registry import check_backend
+        from pll.scoring import check_output_path
+
+        check_data(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
+                   noise_params=args.noise_params)
+        check_feature_pipeline(args.features)
+        check_backend(args.knn_backend, args.knn_options)
         check_output_path(args.output)
     args.tracking_uri = resolve_tracking_uri(args.tracking_uri)
 
@@ -423,6 +443,28 @@ def cmd_score(args):
     return 0
 
 
+def cmd_audit(args):
+    from pll.tables import markdown_table
+
+    from .audit import audit
+
+    result = audit(dataset=args.dataset, output=args.output, mat_variables=args.mat_variables, protocol=args.protocol,
+                   noisy_bags=args.noisy_bags, noise=args.noise, noise_params=args.noise_params, seed=args.seed,
+                   features=args.features, n_neighbors=args.n_neighbors, knn_backend=args.knn_backend,
+                   knn_options=args.knn_options, tracking_uri=args.tracking_uri, experiment=args.experiment)
+    table, metrics = result["table"], result["metrics"]
+    print("The most suspicious non-empty bags:")
+    print(markdown_table(table[~table["empty_bag"]].head(10)[["row", "bag", "suggested", "suspicion"]]))
+    print(f"Audited {int(metrics['rows'])} bags ({int(metrics['empty_bags'])} empty, ranked first)")
+    if "auc" in metrics:
+        print(f"Against the true labels: {int(metrics['wrong_bags'])} bags miss theirs (base rate "
+              f"{metrics['base_rate']:.3f}); AUC {metrics['auc']:.3f}, precision of the top 5 % "
+              f"{metrics['precision_top_0.05']:.3f}, of the top 10 % {metrics['precision_top_0.10']:.3f}")
+    print(f"Ranked table: {result['output']}")
+    print(f"MLflow run:   {result['run_id']}")
+    return 0
+
+
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
@@ -435,7 +477,7 @@ def main(argv=None):
                 if log is not None:
                     print(f"Prefect: temporary local server (its log: {log})")
             return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
-                    "score": cmd_score, "benchmark": cmd_benchmark}[args.command](args)
+                    "score": cmd_score, "benchmark": cmd_benchmark, "audit": cmd_audit}[args.command](args)
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,8 @@ import colorsys
 import re
 import zlib
 
+import numpy as np
+
 from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -271,3 +273,29 @@ def precision_figure(tables, title="Precision at percentile"):
     fig.suptitle(title)
     return fig
 
+
+
+def suspicion_figure(table, wrong=None, title="Suspicion of the training bags"):
+    """Histogram of an audit's suspicion scores (:func:`pll.audit.audit_bags`), non-empty bags only.
+
+    With ``wrong`` (bool per table row: the bag misses the true label) the
+    right and the wrong bags are drawn apart, so that one sees where the
+    ranking separates them.
+    """
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    kept = ~table["empty_bag"].to_numpy(bool)
+    score = table["suspicion"].to_numpy()
+    bins = np.linspace(0.0, 1.0, 41)
+    if wrong is None:
+        ax.hist(score[kept], bins=bins, color="#0072B2")
+    else:
+        wrong = np.asarray(wrong, bool)
+        ax.hist([score[kept & ~wrong], score[kept & wrong]], bins=bins, stacked=True,
+                color=["#009E73", "#D55E00"], label=["bag holds the true label", "bag misses it"])
+        ax.legend(fontsize="small")
+    ax.set_xlabel("suspicion: the neighbors' support outside the bag")
+    ax.set_ylabel("training rows")
+    ax.set_title(f"{title} ({int((~kept).sum())} empty bags left out)")
+    ax.grid(alpha=0.3)
+    return fig

@@ -27,6 +27,8 @@ _PUBLIC = {
     "SplitRows": ".split",
     "TRUE_LABELS": ".evaluation",
     "check_protocol": ".checks",
+    "check_data": ".checks",
+    "check_feature_pipeline": ".checks",
     "CalibrationSplit": ".conformal",
     "calibration_split": ".conformal",
     "check_run": ".checks",

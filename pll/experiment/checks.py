@@ -25,10 +25,19 @@ def check_run(
 ):
     """Refuse a run of the pipeline whose parameters cannot work.
 
-    Names the first bad parameter: the data set (a built-in name or an
-    existing file of a known type) and the names of its ``.mat`` variables, protocol, noise model and its parameter
-    names, then those :func:`check_protocol` checks.
+    Names the first bad parameter: those :func:`check_data` checks, then
+    those :func:`check_protocol` checks.
     """
+    check_data(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise, noise_params=noise_params)
+    check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
+                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction,
+                   conformal_alpha=conformal_alpha)
+
+
+def check_data(*, dataset, mat_variables=None, protocol=catalog.DEFAULT_PROTOCOL, noise=catalog.DEFAULT_NOISE,
+               noise_params=None):
+    """Refuse data that cannot be read as asked: the data set (a built-in name or an existing file of a known
+    type) and the names of its ``.mat`` variables, the protocol, the noise model and its parameter names."""
     from ..data import PROTOCOLS, check_source
     from ..noise import check_noise
 
@@ -36,9 +45,15 @@ def check_run(
     if protocol not in PROTOCOLS:
         raise InvalidParameterError(f"unknown protocol {protocol!r}: choose from {', '.join(PROTOCOLS)}")
     check_noise(noise, noise_params)
-    check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
-                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction,
-                   conformal_alpha=conformal_alpha)
+
+
+def check_feature_pipeline(name, what="features"):
+    """Refuse an unknown feature pipeline, naming ``what`` it was given for."""
+    from ..features import FEATURE_PIPELINES
+
+    if name not in FEATURE_PIPELINES:
+        raise InvalidParameterError(f"{what}: unknown feature pipeline {name!r}; "
+                                    f"choose from {', '.join(FEATURE_PIPELINES)}")
 
 
 def check_protocol(
@@ -57,7 +72,6 @@ def check_protocol(
     Methods and their parameters (a mapping, or a list of settings), feature pipelines, kNN backend and its
     options, validation fraction, the conformal sets' α (None: no sets).
     """
-    from ..features import FEATURE_PIPELINES
     from ..methods import METHODS, make_method
     from .plan import method_settings, plan_run
 
@@ -70,10 +84,7 @@ def check_protocol(
         make_method(method, params)
     plan_run(methods, method_params, features, method_features)  # two settings with one name
     for method, name in {**(method_features or {}), "": features}.items():
-        if name not in FEATURE_PIPELINES:
-            where = f"features of {method!r}" if method else "features"
-            raise InvalidParameterError(f"{where}: unknown feature pipeline {name!r}; "
-                                        f"choose from {', '.join(FEATURE_PIPELINES)}")
+        check_feature_pipeline(name, f"features of {method!r}" if method else "features")
     check_backend(knn_backend, knn_options)
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
         raise InvalidParameterError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")

@@ -1,0 +1,83 @@
+"""The audit flow: rank a data set's training bags by how strongly their neighbors contradict them.
+
+One MLflow run (``pll.kind = audit``) holds the ranked table, its top rows,
+a histogram of the suspicion and, where the data has true labels, how well
+the ranking finds the bags that miss them; the table is also written to a
+Parquet file, whole or not at all.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+
+from flows import LOG_PRINTS
+from flows.links import flow_run_tags, name_flow_run, tag_flow_run
+from pll import catalog
+from pll.errors import InvalidParameterError
+from pll.experiment import check_data, check_feature_pipeline, dataset_label
+from pll.neighbors import DEFAULT_BACKEND
+from pll.neighbors.registry import check_backend
+from pll.scoring import check_output_path, write_atomically
+from tasks.audit import audit as audit_task
+from tasks.audit import log_audit
+from tasks.ingest import ingest
+from tasks.noise import add_noise
+from tasks.tracking import end_run, resolve_tracking_uri, start_run, unique_run_name
+
+DEFAULT_NEIGHBORS = 10
+
+
+@flow(name="pll-audit", log_prints=LOG_PRINTS)
+def audit(
+    dataset: str = catalog.DEFAULT_DATASET,
+    output: str = "audit.parquet",
+    mat_variables: dict | None = None,
+    protocol: str = catalog.DEFAULT_PROTOCOL,
+    noisy_bags: bool = False,
+    noise: str = catalog.DEFAULT_NOISE,
+    noise_params: dict | None = None,
+    seed: int = 0,
+    features: str = catalog.DEFAULT_FEATURES,
+    n_neighbors: int = DEFAULT_NEIGHBORS,
+    knn_backend: str = DEFAULT_BACKEND,
+    knn_options: dict | None = None,
+    tracking_uri: str | None = None,
+    experiment: str = catalog.DEFAULT_EXPERIMENT,
+) -> dict:
+    """Audit the bags of ``dataset`` after ``noise`` (as in the pipeline: ``auto`` keeps a data set's own bags).
+
+    Returns a dict with ``output`` (the Parquet table: ``row``, ``bag``,
+    ``suggested``, ``suspicion``, ``empty_bag``, ... most suspicious first),
+    the MLflow ``run_id``, ``experiment``, ``tracking_uri`` and ``metrics``
+    (:func:`pll.audit.audit_metrics`).
+    """
+    check_data(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise, noise_params=noise_params)
+    check_feature_pipeline(features)
+    check_backend(knn_backend, knn_options)
+    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or n_neighbors < 1:
+        raise InvalidParameterError(f"n_neighbors must be a positive integer, got {n_neighbors!r}")
+    output = check_output_path(output)
+    tracking_uri = resolve_tracking_uri(tracking_uri)
+    config = {"dataset": dataset, "mat_variables": mat_variables or {}, "protocol": protocol, "noisy_bags": noisy_bags,
+              "noise": noise, "noise_params": noise_params or {}, "seed": seed, "features": features,
+              "n_neighbors": n_neighbors, "knn_backend": knn_backend, "knn_options": knn_options or {},
+              "output": str(output)}
+    name = unique_run_name(tracking_uri, experiment, f"audit {dataset_label(dataset)}")
+    name_flow_run(name)
+    run_id = start_run(tracking_uri, experiment, name, config, {"pll.kind": "audit", **flow_run_tags(name)},
+                       f"Audit of the training bags of {dataset_label(dataset)}: each ranked by the support its "
+                       f"{n_neighbors} nearest other rows give to labels outside it.")
+    tag_flow_run(run_id)
+    try:
+        ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
+        table = audit_task(ds, features, n_neighbors, knn_backend, knn_options)
+        write_atomically({output: lambda path: table.to_parquet(path, index=False)})
+        metrics = log_audit(tracking_uri, run_id, table, ds)
+    except BaseException:
+        end_run(tracking_uri, run_id, "FAILED")
+        raise
+    end_run(tracking_uri, run_id)
+    get_run_logger().info(f"audit of {ds.name}: {len(table)} rows, {int(metrics['empty_bags'])} empty bags; "
+                          f"table {output}; MLflow run {run_id}")
+    return {"output": str(output), "run_id": run_id, "experiment": experiment, "tracking_uri": tracking_uri,
+            "metrics": metrics, "table": table}

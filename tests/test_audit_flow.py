@@ -1,0 +1,52 @@
+"""``pll audit`` end to end: the ranked table on disk and in MLflow, equal to the library's."""
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+import pll
+from flows.cli import main
+from pll.audit import audit_dataset, audit_metrics
+
+pytestmark = pytest.mark.slow
+
+
+def test_audit_command_writes_the_ranking_and_logs_how_well_it_finds_wrong_bags(
+    prefect_harness, shared_data, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    bird_song = str(shared_data / "realworld" / "bird-song.mat")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["audit", "--dataset", bird_song, "--noise", "remove_true_label", "--noise-params", '{"nu": 0.1}',
+            "--noisy-bags", "--seed", "2", "--output", str(tmp_path / "audit.parquet"), "--tracking-uri", uri]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "The most suspicious non-empty bags:" in out and "AUC" in out
+
+    table = pd.read_parquet(tmp_path / "audit.parquet")
+    ds = pll.noise.apply_noise(pll.load_dataset(bird_song, allow_empty_bags=True, allow_true_label_outside=True),
+                               "remove_true_label", {"nu": 0.1}, random_state=2)
+    expected = audit_dataset(ds)
+    pd.testing.assert_frame_equal(table, expected)
+    assert len(table) == ds.n_rows and table["row"].is_unique
+    assert table["empty_bag"].iloc[: int(table["empty_bag"].sum())].all()  # empty bags first
+    kept = table[~table["empty_bag"]]
+    assert kept["suspicion"].is_monotonic_decreasing
+
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("pll").experiment_id])
+    assert run.info.run_name == "audit bird-song" and run.data.tags["pll.kind"] == "audit"
+    metrics = run.data.metrics
+    assert metrics == pytest.approx(audit_metrics(expected, ds))
+    assert metrics["auc"] > 0.8 > metrics["base_rate"]  # far better than a random ranking
+    assert metrics["precision_top_0.05"] > 2 * metrics["base_rate"]
+    names = {a.path for a in client.list_artifacts(run.info.run_id)} | {
+        a.path for a in client.list_artifacts(run.info.run_id, "figures")}
+    assert {"audit.parquet", "audit_top.md", "figures/suspicion.png"} <= names
+
+
+def test_audit_refuses_a_bad_output_before_anything_runs(tmp_path, capsys):
+    assert main(["audit", "--dataset", "iris", "--output", str(tmp_path / "audit.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pll: error:") and "audit.csv: the output must be a .parquet file" in err
+    assert not (tmp_path / "mlflow.db").exists()
