@@ -96,7 +96,7 @@ def test_nothing_outlives_a_benchmark_killed_mid_grid(session, tmp_path):
     pll = session(str(BIN / "pll"), "benchmark", str(grid))
 
     def mid_grid(processes, output):
-        done = re.findall(rf"progress: (\d+)/{SEEDS} done", output)
+        done = re.findall(rf"progress: (\d+)/{SEEDS} cells done", output)
         return _servers(processes) and done and 0 < int(done[-1]) < SEEDS
 
     started = _kill_once_up(pll, tmp_path / "output.log", mid_grid)
