@@ -215,7 +215,7 @@ def pipeline(
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")
         raise
-    _log_stages(logger, summary, rows, neighbor_sets, evaluation)
+    _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation)
     table = evaluation.table
     publish_table(markdown_table(table), f"Metrics of {name} (MLflow run {run_id})")
     logger.info(f"MLflow: parent run {run_id} ({name}), method runs "
@@ -224,8 +224,11 @@ def pipeline(
             "tracking_uri": tracking_uri, "metrics": table, "truth": evaluation.truth}
 
 
-def _log_stages(logger, summary, rows, neighbor_sets, evaluation):
-    """One log line per stage: what it read, searched and predicted (a cached stage runs no code to log it)."""
+def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation):
+    """One log line per stage: what it read, searched and predicted (a cached stage runs no code to log it).
+
+    ``knn``: the searches' metrics (:func:`pll.experiment.neighbor_metrics`), whose recall and seconds it reports.
+    """
     logger.info(f"data: {summary['name']}, {summary['rows']} rows, {summary['features']} features, "
                 f"{summary['classes']} classes, average bag {summary['average_bag_size']:.2f} labels")
     logger.info(f"split: {rows.fit.size} fitting + {rows.val.size} validation + {rows.test.size} test rows")
@@ -233,8 +236,9 @@ def _log_stages(logger, summary, rows, neighbor_sets, evaluation):
         if nb is None:
             logger.info(f"neighbors {features}: none needed")
             continue
-        recall = "exact" if nb.train.recall is None else f"recall {min(r.recall for r in (nb.train, nb.test, nb.val)):.3f}"
-        seconds = sum(r.timings.get("build", 0.0) + r.timings.get("query", 0.0) for r in (nb.train, nb.test, nb.val))
+        prefix = f"knn.{features}"
+        recall = f"recall {knn[f'{prefix}.recall']:.3f}" if f"{prefix}.recall" in knn else "exact"
+        seconds = knn[f"{prefix}.build_seconds"] + knn[f"{prefix}.query_seconds"]
         logger.info(f"neighbors {features}: k={nb.train.indices.shape[1]}, backend {nb.train.backend}, {recall}, "
                     f"{seconds:.2f} s")
     for o in evaluation.options:

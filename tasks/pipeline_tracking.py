@@ -73,15 +73,14 @@ def method_params(run) -> dict:
 def metric_series(evaluation, name: str, lambdas, stamp: int) -> list:
     """Risk against λ and the risk–coverage curve of every option of method run ``name``, as MLflow metric steps."""
     series = []
-    for (run, option), sweep in evaluation.sweeps.items():
-        if run != name:
+    for o in evaluation.options:
+        if o.name != name:
             continue
-        metrics = next(o.metrics for o in evaluation.options if (o.name, o.option) == (run, option))
         for lam in lambdas:
-            series.append(Metric(f"{option}.{RISK_BY_LAMBDA}", float(metrics[f"risk_{lam:.2f}"]), stamp,
+            series.append(Metric(f"{o.option}.{RISK_BY_LAMBDA}", float(o.metrics[f"risk_{lam:.2f}"]), stamp,
                                  int(round(100 * lam))))
-        for percent, risk in coverage_curve(sweep):
-            series.append(Metric(f"{option}.{RISK_BY_COVERAGE}", risk, stamp, percent))
+        for percent, risk in coverage_curve(o.sweep):
+            series.append(Metric(f"{o.option}.{RISK_BY_COVERAGE}", risk, stamp, percent))
     return series
 
 
@@ -123,9 +122,9 @@ def log_method_runs(tracking_uri: str, parent_run_id: str, context: dict, runs, 
     shared_tags = {**provenance_tags(), **(tags or {}), PARENT_TAG: parent_run_id, KIND_TAG: METHOD_KIND,
                    "data_fingerprint": summary["fingerprint"]}
     for run in runs:
-        options = [o.option for o in evaluation.options if o.name == run.name]
+        options = [o for o in evaluation.options if o.name == run.name]
         description = (f"{run.name} on {summary['name']} ({context.get('noise', 'no')} noise, seed "
-                       f"{context.get('seed')}): reject options {', '.join(options)}, evaluated on the test rows.")
+                       f"{context.get('seed')}): reject options {', '.join(o.option for o in options)}, evaluated on the test rows.")
         created = client.create_run(experiment_id, run_name=run.name, tags={
             **shared_tags, "pll.method": run.method, DESCRIPTION_TAG: description, **(run_tags or {}).get(run.name, {})})
         run_id = ids[run.name] = created.info.run_id
@@ -134,10 +133,10 @@ def log_method_runs(tracking_uri: str, parent_run_id: str, context: dict, runs, 
                     params={**context, "features": run.features, **method_params(run)})
         client.log_inputs(run_id, datasets=[dataset_input(summary)])
         files = {f"predictions/{part}.parquet": frame_writer(frame) for part, frame in predictions[run.name].items()}
-        for option in options:
-            files[f"curves/{option}.sweep.csv"] = frame_writer(evaluation.sweeps[(run.name, option)])
-            files[f"curves/{option}.precision.csv"] = frame_writer(evaluation.precision[(run.name, option)])
-            files[f"curves/{option}.calibration.csv"] = frame_writer(evaluation.calibration[(run.name, option)])
+        for o in options:  # the option's own tables, not the evaluation's dicts, which rebuild on each access
+            files[f"curves/{o.option}.sweep.csv"] = frame_writer(o.sweep)
+            files[f"curves/{o.option}.precision.csv"] = frame_writer(o.precision)
+            files[f"curves/{o.option}.calibration.csv"] = frame_writer(o.calibration)
         upload(client, run_id, files)
         client.set_terminated(run_id, "FINISHED")
     return ids
