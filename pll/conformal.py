@@ -41,6 +41,13 @@ Equivalently, ``C(x) = {y : p(y) > α}`` for the conformal p-value
 row exactly when its set is a single label, and scores it by the confidence
 ``1 − p`` of its second most conforming label (the largest α at which the set
 would shrink to one label is that p-value).
+
+Reasons of a rejection (:mod:`pll.reasons`).  A set of two or more labels is
+a ``conflict``: several labels conform as well as the calibration bags' least
+conforming candidates do, and the data cannot tell them apart at this α.  An
+empty set is ``no_support``: no label conforms that well, the row is unlike
+the calibration rows — the conformal reading of "out of distribution", which
+needs no distance.  The two exclude each other, so every rejection has one.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import RejectPrediction
+from .reasons import CONFLICT, NO_SUPPORT, assign
 from .validation import check_params, encode_bags
 
 VARIANTS = {
@@ -167,6 +175,14 @@ class ConformalSets(BaseEstimator):
     >>> sets.predict_sets(np.array([[0.5], [11.0]])).astype(int)
     array([[1, 0],
            [0, 1]])
+    >>> sets.predict_with_reject(np.array([[0.5]])).reason
+    array(['none'], dtype='<U10')
+
+    Six calibration rows are too few for α = 0.1 (``q̂ = inf``): every set
+    holds both classes, a conflict.
+
+    >>> pll.ConformalSets(method, alpha=0.1).fit(X[1::2], S[1::2]).predict_with_reject(np.array([[0.5]])).reason
+    array(['conflict'], dtype='<U10')
     """
 
     _parameter_constraints = {
@@ -221,6 +237,8 @@ class ConformalSets(BaseEstimator):
         minus the p-value of the second most conforming candidate, so that
         more certain rows score higher (1 for a row with a single candidate);
         ``sets``: :meth:`predict_sets`.  An empty set is a rejection.
+        ``reason``: ``conflict`` for a set of several labels, ``no_support``
+        for an empty one (see :mod:`pll.conformal`).
         """
         s, cand = self._nonconformity(X, neighbors, candidates)
         sets = (s <= self.quantile_) & cand
@@ -229,12 +247,17 @@ class ConformalSets(BaseEstimator):
         first = order[:, 0]
         rows = np.arange(s.shape[0])
         second = p[rows, order[:, 1]] if s.shape[1] > 1 else np.zeros(s.shape[0])
+        size = sets.sum(axis=1)
+        accept = size == 1
+        evidence = {NO_SUPPORT: size == 0, CONFLICT: size > 1}
         return RejectPrediction(
             labels=self.classes_[first],
-            accept=sets.sum(axis=1) == 1,
+            accept=accept,
             score=1.0 - second,
             guess=(s == s[rows, first][:, None]).sum(axis=1) > 1,
             sets=sets,
+            reason=assign(accept, evidence),
+            evidence=evidence,
         )
 
     def _nonconformity(self, X, neighbors, candidates):

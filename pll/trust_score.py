@@ -20,9 +20,12 @@ from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import RejectPrediction
 from .neighbors import kneighbors, nearest_by_group
 from .neighbors.result import check_indices
+from .reasons import CONFLICT, NO_SUPPORT, assign
 from .validation import check_params, check_X, class_positions
 
 FILTERS = ("none", "density", "uncertainty")
+SUPPORT_EVIDENCE = (NO_SUPPORT, "neighbor_distance", "support_radius")
+"""The support test's entries of a method's evidence, which :func:`with_trust` carries over."""
 
 
 def _codes(values, classes, what):
@@ -455,6 +458,43 @@ def partial_label_trust(X, S, labels, accepted, class_sets=DEFAULT_CLASS_SETS, *
     return TrustScore(**params).fit(X, labels, classes=np.arange(S.shape[1]), members=members)
 
 
-def with_trust(prediction, score, threshold=DEFAULT_THRESHOLD):
-    """``prediction`` with its reject option replaced by the trust score: accept iff ``score > threshold``."""
-    return RejectPrediction(labels=prediction.labels, accept=score > threshold, score=score, guess=prediction.guess)
+def with_trust(prediction, score, threshold=DEFAULT_THRESHOLD, *, no_support=None):
+    """``prediction`` with its reject option replaced by the trust score: accept iff ``score > threshold``.
+
+    Reasons (:mod:`pll.reasons`): ``no_support`` where the row is far from the
+    training data, else ``conflict``: a rejected ``ξ ≤ threshold`` says the
+    nearest other class is at most ``threshold`` times as far as the
+    predicted one, i.e. about as close.  "Far" is ``no_support`` when given
+    (bool, shape (n,)), else the method's own support test carried in
+    ``prediction.evidence`` (its ``k``-th neighbor distance in the features
+    the trust score uses, with its radius); a method without one
+    (:class:`~pll.PlClassifier`) gives none, and every rejection is a
+    ``conflict``.
+
+    Examples
+    --------
+    >>> import numpy as np, pll
+    >>> X = np.array([[0.0], [0.1], [0.2], [0.3], [0.4], [0.5]])
+    >>> clf = pll.PlKnn(n_neighbors=2).fit(X, [0, 0, 0, 1, 1, 1])
+    >>> Q = np.array([[0.05], [0.25], [9.0]])
+    >>> own = clf.predict_with_reject(Q)
+    >>> ts = pll.TrustScore().fit(X, clf.disambiguate().labels)
+    >>> with_trust(own, ts.score(Q, own.labels)).reason
+    array(['none', 'conflict', 'no_support'], dtype='<U10')
+    """
+    score = np.asarray(score, dtype=np.float64)
+    accept = score > threshold
+    evidence = {}
+    if no_support is not None:
+        evidence[NO_SUPPORT] = np.asarray(no_support, dtype=bool)
+    elif prediction.evidence is not None and NO_SUPPORT in prediction.evidence:
+        evidence = {key: prediction.evidence[key] for key in SUPPORT_EVIDENCE if key in prediction.evidence}
+    evidence[CONFLICT] = ~accept
+    return RejectPrediction(
+        labels=prediction.labels,
+        accept=accept,
+        score=score,
+        guess=prediction.guess,
+        reason=assign(accept, evidence),
+        evidence=evidence,
+    )

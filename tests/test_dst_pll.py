@@ -191,6 +191,46 @@ def test_many_focal_sets_grow_the_kernel_tables():
     assert seen["focal sets > 64"] == 3
 
 
+def unnormalised_masses(s_tilde, bags):
+    """The conjunctive combination before Yager's rule moves ∅ onto s̃: the masses of ∅ and of s̃."""
+    m = {s_tilde: Fraction(1)}
+    for bag in bags:
+        r = s_tilde & bag
+        bpa = {s_tilde: Fraction(1)} if not r or r == s_tilde else {s_tilde: HALF, r: HALF}
+        combined = defaultdict(Fraction)
+        for a, mass_a in m.items():
+            for b, mass_b in bpa.items():
+                combined[a & b] += mass_a * mass_b
+        m = dict(combined)
+    return m.get(frozenset(), Fraction(0)), m.get(s_tilde, Fraction(0))
+
+
+@pytest.mark.parametrize("n_classes, k, n_queries", [(4, 5, 80), (5, 10, 60), (8, 16, 30), (100, 8, 20)])
+def test_conflict_and_vague_masses_equal_the_exact_oracle(n_classes, k, n_queries):
+    # K = m∩(∅) (moved onto s̃), and m∩(s̃) = 2^-j for j informative neighbors, so V = 2^-j − 2^-k.
+    rng = np.random.default_rng(77 * n_classes + k)
+    S, indices, cand = random_case(rng, n_classes, k, n_queries)
+    r = predict(S, indices, cand)
+    out = combine(indices, pack_bags(S), pack_bags(cand), n_classes, evidence=True)
+    plain = combine(indices, pack_bags(S), pack_bags(cand), n_classes)
+    assert len(plain) == 3
+    for a, b in zip(plain, out):
+        np.testing.assert_array_equal(a, b)
+    kinds = defaultdict(int)
+    for q in range(n_queries):
+        s_tilde = as_set(cand[q])
+        bags = [as_set(S[i]) for i in indices[q]]
+        conflict, omega = unnormalised_masses(s_tilde, bags)
+        informative = sum(1 for b in bags if b & s_tilde and (s_tilde & b) != s_tilde)
+        assert Fraction(out[3][q]) == conflict and out[4][q] == informative
+        assert omega == Fraction(1, 2**informative)
+        assert Fraction(r.evidence["conflict_mass"][q]) == conflict
+        assert Fraction(r.evidence["vague_mass"][q]) == omega - Fraction(1, 2**k)
+        kinds["conflict"] += conflict > 0
+        kinds["uninformative"] += informative < k
+    assert kinds["conflict"] > 0 and kinds["uninformative"] > 0
+
+
 def test_each_query_is_combined_on_its_own():
     rng = np.random.default_rng(11)
     S, indices, cand = random_case(rng, 9, 12, 50)

@@ -12,6 +12,7 @@ import pll.methods.base as base
 from pll.errors import InvalidParameterError
 from pll.methods.pl_aknn import elimination_leads
 from pll.neighbors import NeighborResult
+from pll.reasons import CONFLICT, VAGUE
 from tests.oracles import loop_pl_aknn, nearest
 
 
@@ -76,6 +77,58 @@ def test_matches_the_per_query_loop(case):
     # Training rows start from their own bag (all classes when it is empty), their neighbors exclude them.
     own = np.where(S.any(axis=1, keepdims=True), S, True)
     check_against_loop(clf, clf.disambiguate(), X, S, X, own, T, True, c1, delta)
+
+
+def survivors_after(order, S, start, n, T, c1, delta):
+    """The labels left after ``T`` neighbors, by the definition's loop; None when one was left earlier."""
+    l = S.shape[1]
+    A = c1 * math.sqrt(math.log(n) + math.log(l / delta))
+    surviving = [y for y in range(l) if start[y]]
+    tau = [0] * l
+    for k in range(1, T + 1):
+        for y in range(l):
+            tau[y] += bool(S[order[k - 1], y])
+        m1 = max(tau[y] for y in surviving)
+        surviving = [y for y in surviving if (m1 - tau[y]) / k < A / math.sqrt(k)]
+        if len(surviving) == 1:
+            return None
+    return surviving
+
+
+def check_reasons_against_loop(r, X_train, S, X_query, start, T, exclude_self, c1, delta):
+    """Undecided rows: conflict iff one of the T neighbors holds some survivors but not all, else vague."""
+    for i, order in enumerate(neighbor_order(X_train, X_query, exclude_self)):
+        left = survivors_after(order, S, start[i], X_train.shape[0], T, c1, delta)
+        split = left is not None and any(0 < S[j, left].sum() < len(left) for j in order[:T])
+        assert r.evidence[CONFLICT][i] == split, f"row {i}"
+        assert r.evidence[VAGUE][i] == (left is not None and not split), f"row {i}"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_conflict_and_vague_match_the_survivors_of_the_loop(case):
+    X, S, Q, cand, T, c1, delta = case
+    nb_query = precomputed(neighbor_order(X, Q, False), T, False)
+    nb_train = precomputed(neighbor_order(X, X, True), T, True)
+    clf = pll.PlAknn(max_neighbors=T, c1=c1, delta=delta).fit(X, S, neighbors=nb_train)
+    start = np.where(cand.any(axis=1, keepdims=True), cand, True)
+    r = clf.predict_with_reject(Q, neighbors=nb_query, candidates=cand)
+    check_reasons_against_loop(r, X, S, Q, start, T, False, c1, delta)
+    own = np.where(S.any(axis=1, keepdims=True), S, True)
+    check_reasons_against_loop(clf.disambiguate(), X, S, X, own, T, True, c1, delta)
+
+
+def test_conflict_and_vague_both_occur_and_match_the_loop():
+    # Random bags split the survivors; a region of bags that hold classes 0 and 1 together never does.
+    rng = np.random.default_rng(5)
+    X = np.c_[np.arange(80.0), np.zeros(80)]
+    S = rng.random((80, 3)) < 0.5
+    S[50:] = [True, True, False]
+    Q = np.c_[np.arange(0.25, 80, 2.0), np.zeros(40)]
+    clf = pll.PlAknn(max_neighbors=8).fit(X, S)
+    r = clf.predict_with_reject(Q)
+    check_reasons_against_loop(r, X, S, Q, np.ones((40, 3), bool), 8, False, 0.5, 0.1)
+    assert r.evidence[CONFLICT].sum() > 0 and r.evidence[VAGUE].sum() > 0 and r.accept.sum() > 0
 
 
 def test_backend_neighbors_give_the_loop_result():

@@ -85,6 +85,20 @@ def reference(S, indices, distances, cand, seed, stream):
     return labels, score, n_tied > 1, shares
 
 
+def reference_reasons(S, indices, distances, cand, labels, shares, margin=0.2, bag_size=2.0):
+    """conflict and vague per query, from the definitions in PlKnn's docstring, one query at a time."""
+    conflict, vague = [], []
+    for q, (label, row) in enumerate(zip(labels, shares)):
+        close = [y for y in range(len(row)) if y != label and row[y] > 0 and row[label] - row[y] < margin]
+        conflict.append(any(S[i, y] and not S[i, label] for i in indices[q] for y in close))
+        total = sum(distances[q])
+        weights = [1.0 if total < 1e-6 else 1.0 - d / total for d in distances[q]]
+        sizes = [(S[i] & cand[q]).sum() for i in indices[q]]
+        mean = sum(w * b for w, b in zip(weights, sizes)) / sum(weights) if sum(weights) > 0 else np.mean(sizes)
+        vague.append(mean >= bag_size)
+    return np.array(conflict), np.array(vague)
+
+
 @pytest.mark.parametrize("n_classes, k", [(3, 1), (4, 5), (7, 10), (20, 15)])
 def test_matches_reference_loop_on_random_cases(n_classes, k):
     rng = np.random.default_rng(n_classes * 100 + k)
@@ -110,6 +124,10 @@ def test_matches_reference_loop_on_random_cases(n_classes, k):
     np.testing.assert_array_equal(r.accept, score > 0.5)
     assert cand[np.arange(n), r.labels].all()
     assert r.guess.any() and r.accept.any() and not r.accept.all()
+    conflict, vague = reference_reasons(S, indices, distances, cand, labels, shares)
+    np.testing.assert_array_equal(r.evidence["conflict"], conflict)
+    np.testing.assert_array_equal(r.evidence["vague"], vague)
+    assert (conflict.any() and vague.any()) or k == 1  # one neighbor never conflicts with itself
 
 
 def test_relative_tie_tolerance_counts_nearly_equal_votes_as_tied():

@@ -8,6 +8,12 @@ list that is compacted in place after every elimination.  ``M`` values and
 elimination thresholds come from the tables of :mod:`pll.methods.pl_aknn`,
 built with the very floating-point expressions of the definition, so the
 kernel's arithmetic is integer apart from look-ups and the final score.
+
+For the reasons of a rejection (:mod:`pll.reasons`) the kernel also tells,
+for a query whose labels still tie after ``T`` neighbors, whether some
+neighbor separates two of the survivors (its bag holds one and not the
+other): a conflict; otherwise every bag held all survivors or none, and no
+amount of such evidence could tell them apart.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from numba import njit, types
 from ..neighbors.result import check_indices
 
 
-def eliminate(indices, bags, candidates, leads, m_table, scale):
+def eliminate(indices, bags, candidates, leads, m_table, scale, *, evidence=False):
     """Run the elimination of every query over its neighbors, in order.
 
     Parameters
@@ -44,6 +50,9 @@ def eliminate(indices, bags, candidates, leads, m_table, scale):
         else ``min(0, −min M / A)`` over the survivors.
     guess : bool ndarray of shape (n,)
         Undecided queries whose smallest ``M`` is shared by several survivors.
+    split : bool ndarray of shape (n,)
+        Only with ``evidence``: undecided queries with a neighbor (of the
+        ``T``) whose bag holds some survivors but not all; False for decided ones.
     """
     indices = np.ascontiguousarray(indices, dtype=np.int64)
     n_train = bags.shape[0]
@@ -52,6 +61,7 @@ def eliminate(indices, bags, candidates, leads, m_table, scale):
     labels = np.empty(n, dtype=np.int64)
     score = np.empty(n, dtype=np.float64)
     guess = np.zeros(n, dtype=np.bool_)
+    split = np.zeros(n, dtype=np.bool_)
     _eliminate_kernel(
         indices,
         np.ascontiguousarray(bags, dtype=np.bool_).view(np.uint8),
@@ -62,7 +72,10 @@ def eliminate(indices, bags, candidates, leads, m_table, scale):
         labels,
         score,
         guess,
+        split,
     )
+    if evidence:
+        return labels, score, guess, split
     return labels, score, guess
 
 
@@ -84,11 +97,12 @@ def _read(dtype, ndim):
         types.int64[::1],
         types.float64[::1],
         types.boolean[::1],
+        types.boolean[::1],
     ),
     cache=True,
     nogil=True,
 )
-def _eliminate_kernel(indices, bags, candidates, leads, m_table, scale, labels, score, guess):
+def _eliminate_kernel(indices, bags, candidates, leads, m_table, scale, labels, score, guess, split):
     n, T = indices.shape
     n_classes = candidates.shape[1]
     alive = np.empty(n_classes, dtype=np.int64)  # surviving labels, ascending, in alive[:n_alive]
@@ -153,3 +167,11 @@ def _eliminate_kernel(indices, bags, candidates, leads, m_table, scale, labels, 
             labels[q] = pick
             score[q] = min(0.0, -lowest / scale)
             guess[q] = ties > 1
+            for k in range(T):  # does some neighbor hold some survivors but not all?
+                row = indices[q, k]
+                held = 0
+                for i in range(n_alive):
+                    held += bags[row, alive[i]]
+                if held > 0 and held < n_alive:
+                    split[q] = True
+                    break

@@ -12,6 +12,12 @@ and no Python object is built per query.  The helpers are inlined and the
 hot loop indexes 2-d arrays instead of taking row views: array views and
 calls cost reference counting, which dominated the run time.  Every mass is a multiple of ``2^-k``: the arithmetic is exact in
 float64 for ``k <= 52``, so there is no pruning and no rounding.
+
+For the reasons of a rejection (:mod:`pll.reasons`) the kernel also reports,
+per query, the conflict ``K = m∩(∅)`` (the mass it moves onto ``s̃``) and the
+number of informative neighbors ``j``; the mass the unnormalised combination
+leaves on ``s̃`` is then ``2^-j`` (every informative bpa keeps half of it
+there, an uninformative one all of it), so ``m̃(s̃) = K + 2^-j``.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ def pack_bags(S):
     return np.ascontiguousarray(np.packbits(padded, axis=1, bitorder="little").view("<u8"))
 
 
-def combine(indices, bag_bits, query_bits, n_classes):
+def combine(indices, bag_bits, query_bits, n_classes, *, evidence=False):
     """Combine each query's neighbor bpas with Yager's rule over its ``s̃``.
 
     Parameters
@@ -70,6 +76,10 @@ def combine(indices, bag_bits, query_bits, n_classes):
     fallback : bool ndarray of shape (n, l)
         Where no singleton has mass: the focal set of largest mass (ties:
         smallest, then lexicographically smallest sorted labels); else empty.
+    conflict : ndarray of shape (n,)
+        Only with ``evidence``: ``m∩(∅)``, the mass moved onto ``s̃``.
+    informative : int64 ndarray of shape (n,)
+        Only with ``evidence``: the neighbors with ``∅ ≠ s̃ ∩ s_i ≠ s̃``.
     """
     indices = np.ascontiguousarray(indices, dtype=np.int64)
     check_indices(indices, len(bag_bits))
@@ -77,6 +87,8 @@ def combine(indices, bag_bits, query_bits, n_classes):
     beliefs = np.zeros((n, n_classes))
     plausibilities = np.zeros((n, n_classes))
     fallback = np.zeros((n, n_classes), dtype=np.bool_)
+    conflict = np.empty(n)
+    informative = np.empty(n, dtype=np.int64)
     _combine_kernel(
         indices,
         np.ascontiguousarray(bag_bits, dtype=np.uint64),
@@ -84,7 +96,11 @@ def combine(indices, bag_bits, query_bits, n_classes):
         beliefs,
         plausibilities,
         fallback,
+        conflict,
+        informative,
     )
+    if evidence:
+        return beliefs, plausibilities, fallback, conflict, informative
     return beliefs, plausibilities, fallback
 
 
@@ -165,11 +181,13 @@ def _lowest_label(x, word):
         types.float64[:, ::1],
         types.float64[:, ::1],
         types.boolean[:, ::1],
+        types.float64[::1],
+        types.int64[::1],
     ),
     cache=True,
     nogil=True,
 )
-def _combine_kernel(indices, bag_bits, query_bits, beliefs, plausibilities, fallback):
+def _combine_kernel(indices, bag_bits, query_bits, beliefs, plausibilities, fallback, conflict, informative):
     n, k = indices.shape
     n_words = query_bits.shape[1]
     # Row n_groups of `groups` and row n_states of `states` are scratch space for the next candidate.
@@ -202,6 +220,10 @@ def _combine_kernel(indices, bag_bits, query_bits, beliefs, plausibilities, fall
             if not found:
                 counts[n_groups] = 1
                 n_groups += 1
+        n_informative = 0
+        for g in range(n_groups):
+            n_informative += counts[g]
+        informative[q] = n_informative
 
         # Yager's rule: the focal sets start as {s̃: 1}; fold in one group at a time.
         stamp = q + 1
@@ -250,7 +272,9 @@ def _combine_kernel(indices, bag_bits, query_bits, beliefs, plausibilities, fall
         # The conflict (mass of ∅) goes to s̃, which is state 0.
         states[n_states] = _U0
         _, void = _find(states, n_states, slot_state, slot_stamp, stamp)
+        conflict[q] = 0.0
         if void > 0:
+            conflict[q] = masses[void]
             masses[0] += masses[void]
             masses[void] = 0.0
 

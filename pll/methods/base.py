@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, replace
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -13,6 +14,7 @@ from sklearn.utils._param_validation import Interval
 from ..errors import InvalidParameterError, NotFittedError
 from ..neighbors import kneighbors
 from ..progress import blocks, track
+from ..reasons import assign, support_evidence, support_radius
 from ..validation import check_params, check_X, encode_bags
 
 # Rows per block are chosen so that a block's (rows, k, l) work arrays stay near this size.
@@ -48,6 +50,13 @@ class RejectPrediction:
     sets : ndarray of shape (n, l), bool, or None
         Conformal prediction sets (:class:`pll.ConformalSets`): ``accept`` is
         "the set is a single label".
+    reason : ndarray of shape (n,), str, or None
+        Why each row was rejected, a code of :data:`pll.reasons.REASONS`
+        (``none`` exactly where accepted); see :mod:`pll.reasons`.
+    evidence : dict of ndarrays of shape (n,), or None
+        What the reasons were decided on, for every row: each condition the
+        option evaluates, under its code's name (bool), and the numbers it
+        thresholds (each method documents its own).
     """
 
     labels: np.ndarray
@@ -58,14 +67,30 @@ class RejectPrediction:
     plausibilities: np.ndarray | None = None
     shares: np.ndarray | None = None
     sets: np.ndarray | None = None
+    reason: np.ndarray | None = None
+    evidence: dict | None = None
 
     def per_class(self):
         """The per-class arrays this method fills, by column prefix."""
         named = {"belief": self.beliefs, "plausibility": self.plausibilities, "share": self.shares}
         return {k: v for k, v in named.items() if v is not None}
 
+    def with_accept(self, accept):
+        """This prediction with another accept decision (e.g. a calibrated threshold), its reasons recomputed.
+
+        The conditions in ``evidence`` hold for every row, so only the codes
+        change (:func:`pll.reasons.assign`); without reasons, none are added.
+        """
+        accept = np.asarray(accept, dtype=bool)
+        reason = None if self.reason is None else assign(accept, self.evidence)
+        return replace(self, accept=accept, reason=reason)
+
     def to_frame(self, classes, y_true=None, rows=None):
-        """A table with ``row``, ``y_true``, ``label``, ``accept``, ``score``, ``guess`` and per-class columns."""
+        """A table with ``row``, ``y_true``, ``label``, ``accept``, ``score``, ``guess`` and per-class columns.
+
+        With reasons, ``reason`` follows ``guess``, and each entry of
+        ``evidence`` is a column ``evidence_<name>`` at the end.
+        """
         import pandas as pd
 
         n = self.labels.shape[0]
@@ -77,11 +102,15 @@ class RejectPrediction:
             "score": self.score,
             "guess": self.guess,
         }
+        if self.reason is not None:
+            cols["reason"] = self.reason
         for prefix, values in self.per_class().items():
             for j, name in enumerate(classes):
                 cols[f"{prefix}_{name}"] = values[:, j]
         if self.sets is not None:
             cols["set"], cols["set_size"] = set_labels(self.sets, classes), self.sets.sum(axis=1)
+        for name, values in (self.evidence or {}).items():
+            cols[f"evidence_{name}"] = values
         return pd.DataFrame(cols)
 
 
@@ -150,6 +179,14 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
       keyed by (seed, row position), so a tied row may get another label when
       predicted in another batch or order.
 
+    * Every prediction carries a reason code (:mod:`pll.reasons`) and its
+      evidence.  The support test is shared: :meth:`fit` stores
+      ``support_radius_``, the ``support_quantile`` of the training rows' own
+      ``k``-th neighbor distances (their precomputed neighbors when given, else
+      one search; None when ``support_quantile`` is None, ``+inf`` with no
+      more than ``k`` training rows, where no row has ``k`` others), and a row
+      whose ``k``-th neighbor lies farther is ``no_support``.
+
     Subclasses name the parameter that counts neighbors (``_k_param``) and
     implement :meth:`_predict_block`, which turns neighbor indices and
     distances of a block of queries (with their candidate sets ``s̃``) into
@@ -177,6 +214,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         "knn": [str],
         "knn_params": [dict, None],
         "random_state": [Interval(Integral, 0, None, closed="left"), None],
+        "support_quantile": [Interval(Real, 0.0, 1.0, closed="right"), None],
     }
 
     def _n_neighbors_needed(self):
@@ -215,19 +253,54 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         self.n_classes_ = len(self.classes_)
         self._train_neighbors = None if neighbors is None else neighbors.take(k, X.shape[0], self_excluded=True)
         self._fit_derived()
+        self.support_radius_ = self._fit_support()
         return self
 
     def _fit_derived(self):
         """Compute fitted state that follows from ``X_train_`` and ``S_train_`` (subclasses)."""
 
+    def _own_distances(self):
+        """The training rows' distances to their ``k`` nearest other rows, or None when there are no ``k`` others.
+
+        Precomputed (or already searched) neighbors serve; otherwise one search,
+        not kept: a fitted model does not carry ``n × k`` neighbors just for a
+        radius.
+        """
+        k = self._n_neighbors_needed()
+        if self._train_neighbors is not None:
+            return self._train_neighbors.distances
+        if self.X_train_.shape[0] <= k:
+            return None
+        return kneighbors(self.X_train_, None, k, self.knn, **self._knn_options()).distances
+
+    def _fit_support(self):
+        """``support_radius_``: the ``support_quantile`` of the training rows' own ``k``-th neighbor distances."""
+        if self.support_quantile is None:
+            return None
+        distances = self._own_distances()
+        return np.inf if distances is None else support_radius(distances[:, -1], self.support_quantile)
+
+    def _support(self, distances):
+        """The support evidence of a block of queries from their neighbor distances (:mod:`pll.reasons`)."""
+        return support_evidence(distances[:, -1], self.support_radius_)
+
     def __setstate__(self, state):
-        """A model pickled before ``classes_`` existed (always fitted on a 0/1 matrix) predicts indices, as it did."""
+        """Models pickled by earlier code load and predict as they did.
+
+        Before ``classes_`` existed a model was always fitted on a 0/1 matrix
+        and predicts indices; before reasons, it lacks the margin parameters
+        (they take their defaults) and ``support_radius_`` (None: no row is
+        ``no_support``).
+        """
         if "S_train_" in state and "classes_" not in state:
             state = {
                 **state,
                 "classes_": np.arange(state["S_train_"].shape[1]),
                 "n_features_in_": state["X_train_"].shape[1],
             }
+        state = {**_missing_defaults(type(self), state), **state}
+        if "S_train_" in state and "support_radius_" not in state:
+            state["support_radius_"] = None
         super().__setstate__(state)
 
     def _check_fitted(self):
@@ -329,13 +402,9 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         for b in track(row_blocks(nb.n_queries, self._bytes_per_row(nb.k)), f"{type(self).__name__} {what}"):
             part = self._predict_block(nb.indices[b], nb.distances[b], cand[b], np.arange(b.start, b.stop), stream)
             if out is None:  # allocate once, then fill block by block: no concatenated copies
-                out = {
-                    name: None if v is None else np.empty((nb.n_queries, *v.shape[1:]), dtype=v.dtype)
-                    for name, v in vars(part).items()
-                }
+                out = {name: _allocate(v, nb.n_queries) for name, v in vars(part).items()}
             for name, values in out.items():
-                if values is not None:
-                    values[b] = getattr(part, name)
+                _fill(values, getattr(part, name), b)
         return RejectPrediction(**out)
 
     def _bytes_per_row(self, k):
@@ -343,3 +412,26 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
 
     def _predict_block(self, indices, distances, candidates, rows, stream):
         raise NotImplementedError
+
+
+def _allocate(value, n):
+    """An empty array (or dict of arrays) of ``n`` rows shaped like one block's ``value``; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {name: _allocate(v, n) for name, v in value.items()}
+    return np.empty((n, *value.shape[1:]), dtype=value.dtype)
+
+
+def _fill(out, value, rows):
+    if isinstance(out, dict):
+        for name, values in out.items():
+            _fill(values, value[name], rows)
+    elif out is not None:
+        out[rows] = value
+
+
+def _missing_defaults(cls, state):
+    """The constructor defaults of the parameters ``state`` lacks (a model pickled before they existed)."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in params if p.default is not p.empty and p.name not in state}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .._random import pick_among, seed_to_int
+from ..reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, VAGUE, assign
 from ._yager import MAX_EXACT_NEIGHBORS, combine, pack_bags
 from .base import NeighborMethod, RejectPrediction
 
@@ -63,6 +64,23 @@ class DstPll(NeighborMethod):
     Test rows have ``s̃ = Y``; :meth:`disambiguate` uses each training row's
     own bag (``Y`` when the bag is empty) and its neighbors other than itself.
 
+    Reasons of a rejection (:mod:`pll.reasons`; ``disambiguate`` gives them
+    too).  With ``j`` of the ``k`` neighbors informative, Yager's mass on
+    ``s̃`` splits exactly as ``m̃(s̃) = K + V + 2^-k``:
+
+    * ``K = m∩(∅)``, the conflict the rule moved onto ``s̃`` (evidence
+      ``conflict_mass``): ``conflict`` when ``K > conflict_margin``;
+    * ``V = 2^-j − 2^-k``, the mass left on ``s̃`` because ``k − j`` neighbors
+      carried no evidence (their bags hold all of ``s̃``, or none of it),
+      0 when every neighbor is informative (``vague_mass``): ``vague`` when
+      ``V > vague_margin``;
+    * ``2^-k``, which stays on ``s̃`` however informative the neighbors;
+
+    and ``no_support`` when the ``k``-th neighbor is farther than
+    ``support_radius_`` (evidence ``neighbor_distance``, ``support_radius``).
+    Rows rejected for none of these (e.g. informative neighbors that all
+    carry ``{a, b}``) are ``low_score``.
+
     It is a scikit-learn classifier over candidate sets (see
     :class:`~pll.methods.NeighborMethod`): :meth:`decision_function` is ``Δ``,
     :meth:`predict_proba` the plausibility transform.
@@ -71,6 +89,15 @@ class DstPll(NeighborMethod):
     ----------
     n_neighbors : int, default=10
         At most 52, so that every mass (a multiple of ``2^-k``) is exact in float64.
+    conflict_margin, vague_margin : float in [0, 1], default=0.2
+        Since ``Δ ≤ bel({ŷ}) − m̃(s̃)`` and ``bel({ŷ}) ≤ 1 − m̃(s̃)``,
+        ``m̃(s̃) ≥ 1/2`` alone forces a rejection; a part above 0.2 is at
+        least 40 % of that, a main cause.  At ``k = 10``: a neighbor whose bag misses the others'
+        common label gives ``K ≈ 1/2``, and ``V > 0.2`` means at most two
+        informative neighbors (two give 0.249, three 0.124).
+    support_quantile : float in (0, 1] or None, default=0.99
+        ``q`` of the support radius (:mod:`pll.reasons`); None: no
+        ``no_support`` test (and no search of the training rows at ``fit``).
     knn : str, default="exact"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
         precomputed neighbors are given.
@@ -89,6 +116,9 @@ class DstPll(NeighborMethod):
         The candidate sets over ``classes_``.
     bag_bits_ : ndarray of shape (n, ceil(l / 64)), uint64
         The training bags as bitsets.
+    support_radius_ : float or None
+        The ``support_quantile`` of the training rows' own ``k``-th neighbor
+        distances (``+inf`` with no more than ``k`` training rows).
     n_classes_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (d,)
@@ -113,6 +143,8 @@ class DstPll(NeighborMethod):
     array([[0.5, 0. , 0. , 0. ]])
     >>> r.plausibilities
     array([[1.  , 0.25, 0.25, 0.25]])
+    >>> r.reason, r.evidence["conflict_mass"], r.evidence["vague_mass"]
+    (array(['none'], dtype='<U10'), array([0.]), array([0.]))
     """
 
     threshold = 0.0
@@ -130,10 +162,25 @@ class DstPll(NeighborMethod):
     _parameter_constraints = {
         **NeighborMethod._parameter_constraints,
         "n_neighbors": [Interval(Integral, 1, MAX_EXACT_NEIGHBORS, closed="both")],
+        "conflict_margin": [Interval(Real, 0.0, 1.0, closed="both")],
+        "vague_margin": [Interval(Real, 0.0, 1.0, closed="both")],
     }
 
-    def __init__(self, n_neighbors=10, *, knn="exact", knn_params=None, random_state=None):
+    def __init__(
+        self,
+        n_neighbors=10,
+        *,
+        conflict_margin=0.2,
+        vague_margin=0.2,
+        support_quantile=DEFAULT_SUPPORT_QUANTILE,
+        knn="exact",
+        knn_params=None,
+        random_state=None,
+    ):
         self.n_neighbors = n_neighbors
+        self.conflict_margin = conflict_margin
+        self.vague_margin = vague_margin
+        self.support_quantile = support_quantile
         self.knn = knn
         self.knn_params = knn_params
         self.random_state = random_state
@@ -165,17 +212,28 @@ class DstPll(NeighborMethod):
         return 8 * (k + 3 * self.n_classes_)
 
     def _predict_block(self, indices, distances, candidates, rows, stream):
-        beliefs, plausibilities, fallback = combine(
-            indices, self.bag_bits_, pack_bags(candidates), self.n_classes_
+        beliefs, plausibilities, fallback, conflict, informative = combine(
+            indices, self.bag_bits_, pack_bags(candidates), self.n_classes_, evidence=True
         )
         labels, score, guess = decide(
             beliefs, plausibilities, fallback, seed_to_int(self.random_state), rows, stream
         )
+        accept = score > self.threshold
+        vague = np.ldexp(1.0, -informative) - np.ldexp(1.0, -indices.shape[1])  # exact: powers of two
+        evidence = {
+            **self._support(distances),
+            CONFLICT: conflict > self.conflict_margin,
+            VAGUE: vague > self.vague_margin,
+            "conflict_mass": conflict,
+            "vague_mass": vague,
+        }
         return RejectPrediction(
             labels=labels,
-            accept=score > self.threshold,
+            accept=accept,
             score=score,
             guess=guess,
             beliefs=beliefs,
             plausibilities=plausibilities,
+            reason=assign(accept, evidence),
+            evidence=evidence,
         )

@@ -9,6 +9,7 @@ error of a query by the neighbors of each disambiguated class).
 
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -19,6 +20,7 @@ from .._random import pick_among, seed_to_int
 from ..errors import InvalidDataError
 from ..neighbors.result import check_indices
 from ..progress import blocks, track
+from ..reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, assign
 from ..validation import check_X, encode_bags
 from .base import NeighborMethod, RejectPrediction, row_blocks
 
@@ -507,6 +509,15 @@ class Ipal(NeighborMethod):
     bag), accepted above the same threshold; its ``.shares`` are the ``g_c``
     normalised to sum to 1.
 
+    **Reasons** of a rejection (:mod:`pll.reasons`; :meth:`disambiguate`
+    gives them too): ``conflict`` when the runner-up is close by IPAL's own
+    rule, ``score ≤ conflict_margin`` (at the default, the threshold: every
+    rejection at the default threshold is a conflict of two classes that
+    reconstruct the row about as well, unless ``no_support`` comes first);
+    ``no_support`` when the ``k``-th neighbor is farther than
+    ``support_radius_`` (evidence ``neighbor_distance``, ``support_radius``).
+    IPAL reads disambiguated labels, not bags, so it has no ``vague``.
+
     It is a scikit-learn classifier over candidate sets (see
     :class:`~pll.methods.NeighborMethod`): :meth:`decision_function` is the
     score.
@@ -523,6 +534,11 @@ class Ipal(NeighborMethod):
         Propagation steps (all of them are taken: no early stop).  The
         defaults of ``n_neighbors``, ``alpha`` and ``max_iter`` are those of
         the DST-PLL paper's Appendix D.2.
+    conflict_margin : float in [0, 1], default=1 − 1/√2
+        The reject threshold, so that ``conflict`` is IPAL's own rejection.
+    support_quantile : float in (0, 1] or None, default=0.99
+        ``q`` of the support radius (:mod:`pll.reasons`); None: no
+        ``no_support`` test.
     knn : str, default="exact"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
         precomputed neighbors are given.
@@ -554,6 +570,9 @@ class Ipal(NeighborMethod):
         are the class values).
     n_iter_ : int
         Propagation steps taken (always ``max_iter``).
+    support_radius_ : float or None
+        The ``support_quantile`` of the training rows' own ``k``-th neighbor
+        distances.
     n_classes_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (d,)
@@ -601,6 +620,13 @@ class Ipal(NeighborMethod):
     (array([0, 1, 0, 1]), array([ True,  True, False,  True]), array([False, False,  True, False]))
     >>> r.score.round(3)
     array([1.   , 1.   , 0.   , 0.523])
+
+    It is a conflict, but its second neighbor is also farther than the 99 %
+    quantile of the training rows' own second-neighbor distances, and that
+    reason comes first:
+
+    >>> r.reason, r.evidence["conflict"]
+    (array(['none', 'none', 'no_support', 'none'], dtype='<U10'), array([False, False,  True, False]))
     >>> clf.conformity(np.array([[0.6, 0.5]])).round(3)
     array([[0.477, 1.   ]])
     """
@@ -617,14 +643,26 @@ class Ipal(NeighborMethod):
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "conflict_margin": [Interval(Real, 0.0, 1.0, closed="both")],
     }
 
     def __init__(
-        self, n_neighbors=10, *, alpha=0.95, max_iter=100, knn="exact", knn_params=None, random_state=None
+        self,
+        n_neighbors=10,
+        *,
+        alpha=0.95,
+        max_iter=100,
+        conflict_margin=1.0 - 1.0 / math.sqrt(2.0),
+        support_quantile=DEFAULT_SUPPORT_QUANTILE,
+        knn="exact",
+        knn_params=None,
+        random_state=None,
     ):
         self.n_neighbors = n_neighbors
         self.alpha = alpha
         self.max_iter = max_iter
+        self.conflict_margin = conflict_margin
+        self.support_quantile = support_quantile
         self.knn = knn
         self.knn_params = knn_params
         self.random_state = random_state
@@ -665,15 +703,7 @@ class Ipal(NeighborMethod):
         """
         self._check_fitted()
         labels, score, guess, ratios = self._disambiguation()
-        return self._labelled(
-            RejectPrediction(
-                labels=labels,
-                accept=score > self.threshold,
-                score=score,
-                guess=guess,
-                shares=ratios / ratios.sum(axis=1, keepdims=True),
-            )
-        )
+        return self._with_reasons(labels, score, guess, ratios, self._neighbors_for(None, None).distances)
 
     def predict_with_reject(self, X, neighbors=None, candidates=None):
         """Predictions with IPAL's minimum-error rule and the relative-margin reject option.
@@ -704,13 +734,21 @@ class Ipal(NeighborMethod):
             cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
             cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
         labels, score, guess, ratios = self._decide(X, nb, cand)
+        return self._with_reasons(labels, score, guess, ratios, nb.distances)
+
+    def _with_reasons(self, labels, score, guess, ratios, distances):
+        """The prediction of these rows, with reasons from their score and their neighbor ``distances``."""
+        accept = score > self.threshold
+        evidence = {**self._support(distances), CONFLICT: score <= self.conflict_margin}
         return self._labelled(
             RejectPrediction(
                 labels=labels,
-                accept=score > self.threshold,
+                accept=accept,
                 score=score,
                 guess=guess,
                 shares=ratios / ratios.sum(axis=1, keepdims=True),
+                reason=assign(accept, evidence),
+                evidence=evidence,
             )
         )
 

@@ -8,6 +8,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
+from ..reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, VAGUE, assign, support_evidence, support_radius
 from ._aknn import eliminate
 from .base import NeighborMethod, RejectPrediction, row_blocks
 
@@ -87,6 +88,22 @@ class PlAknn(NeighborMethod):
     the undecided rows whose smallest ``M`` was tied between labels (the
     lower label wins).
 
+    Reasons of a rejection (:mod:`pll.reasons`; ``disambiguate`` gives them
+    too).  Several labels surviving ``T`` neighbors (the reject rule itself)
+    is ``conflict`` when some of the ``T`` neighbors separates two survivors
+    (its bag holds one, not the other: the evidence points to different
+    labels), and ``vague`` when none does (every bag held all survivors or
+    none, e.g. neighbors with full bags: the bags are too large to tell the
+    survivors apart); so at the default threshold every rejection is one of
+    the two unless ``no_support`` comes first.  ``no_support`` is judged at
+    the *final* neighborhood size ``K`` (``k*``, or ``T`` when labels still
+    tie; evidence ``neighborhood_size``): the distance to the ``K``-th
+    neighbor exceeds the ``support_quantile`` of the training rows' own
+    ``K``-th neighbor distances (``support_radius_[K − 1]``).  The
+    neighborhood the decision rested on is the one whose support matters: a
+    query decided by its first few neighbors is judged by how near those
+    are, not by its ``T``-th.
+
     Parameters
     ----------
     max_neighbors : int, default=50
@@ -97,6 +114,9 @@ class PlAknn(NeighborMethod):
     c1 : float, default=0.5
     delta : float, default=0.1
         Confidence parameter ``δ`` in (0, 1).
+    support_quantile : float in (0, 1] or None, default=0.99
+        ``q`` of the support radii (:mod:`pll.reasons`); None: no
+        ``no_support`` test.
     knn : str, default="exact"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
         precomputed neighbors are given.  The recommended features are
@@ -127,6 +147,9 @@ class PlAknn(NeighborMethod):
         Only when ``X`` was a data frame with string column names.
     A_ : float
         ``c1·sqrt(log n + log(l/δ))``.
+    support_radius_ : ndarray of shape (T,) or None
+        Entry ``K − 1``: the ``support_quantile`` of the training rows' own
+        ``K``-th neighbor distances.
 
     Notes
     -----
@@ -143,6 +166,8 @@ class PlAknn(NeighborMethod):
     >>> r = clf.predict_with_reject(np.array([[0.0], [3.6]]))
     >>> r.labels, r.accept
     (array([0, 1]), array([ True, False]))
+    >>> r.reason, r.evidence["neighborhood_size"]
+    (array(['none', 'conflict'], dtype='<U10'), array([2, 4]))
     """
 
     threshold = 0.0
@@ -154,10 +179,21 @@ class PlAknn(NeighborMethod):
         "delta": [Interval(Real, 0.0, 1.0, closed="neither")],
     }
 
-    def __init__(self, max_neighbors=50, *, c1=0.5, delta=0.1, knn="exact", knn_params=None, random_state=None):
+    def __init__(
+        self,
+        max_neighbors=50,
+        *,
+        c1=0.5,
+        delta=0.1,
+        support_quantile=DEFAULT_SUPPORT_QUANTILE,
+        knn="exact",
+        knn_params=None,
+        random_state=None,
+    ):
         self.max_neighbors = max_neighbors
         self.c1 = c1
         self.delta = delta
+        self.support_quantile = support_quantile
         self.knn = knn
         self.knn_params = knn_params
         self.random_state = random_state
@@ -172,15 +208,28 @@ class PlAknn(NeighborMethod):
         self._leads = elimination_leads(self.A_, self.max_neighbors)
         self._m_table = m_values(self.A_, self.max_neighbors)
 
+    def _fit_support(self):
+        """One radius per neighborhood size: the ``support_quantile`` of each column of the own-neighbor distances."""
+        if self.support_quantile is None:
+            return None
+        distances = self._own_distances()
+        if distances is None:
+            return np.full(self.max_neighbors, np.inf)
+        return support_radius(distances, self.support_quantile)
+
     def _bytes_per_row(self, k):
         # The neighbor columns and the outputs; the kernel's work arrays are (l,)-sized per call.
         return 8 * k + 32
 
+    def _final_size(self, score):
+        """``K`` per query: decided ones scored ``(T + 1 − k*) / T``, undecided ones (score ≤ 0) used all ``T``."""
+        T = self.max_neighbors
+        return np.where(score > 0.0, np.rint(T + 1 - score * T), T).astype(np.int64)
+
     def _conformity(self, nb, prediction):
         """``τ_y(K) / K``: the share of the first ``K`` neighbors whose bag holds ``y`` (see the class docstring)."""
         T = self.max_neighbors
-        # A decided query scored (T + 1 − k*) / T; an undecided one (score ≤ 0) used all T neighbors.
-        size = np.where(prediction.score > 0.0, np.rint(T + 1 - prediction.score * T), T).astype(np.int64)
+        size = self._final_size(prediction.score)
         out = np.empty((nb.n_queries, self.n_classes_))
         for b in row_blocks(nb.n_queries, T * self.n_classes_):
             within = np.arange(T) < size[b, None]
@@ -189,5 +238,19 @@ class PlAknn(NeighborMethod):
         return out
 
     def _predict_block(self, indices, distances, candidates, rows, stream):
-        labels, score, guess = eliminate(indices, self.S_train_, candidates, self._leads, self._m_table, self.A_)
-        return RejectPrediction(labels=labels, accept=score > self.threshold, score=score, guess=guess)
+        labels, score, guess, split = eliminate(
+            indices, self.S_train_, candidates, self._leads, self._m_table, self.A_, evidence=True
+        )
+        accept = score > self.threshold
+        size = self._final_size(score)
+        radius = None if self.support_radius_ is None else self.support_radius_[size - 1]
+        undecided = score <= 0.0  # several labels survive T neighbors
+        evidence = {
+            **support_evidence(distances[np.arange(size.size), size - 1], radius),
+            CONFLICT: undecided & split,
+            VAGUE: undecided & ~split,
+            "neighborhood_size": size,
+        }
+        return RejectPrediction(
+            labels=labels, accept=accept, score=score, guess=guess, reason=assign(accept, evidence), evidence=evidence
+        )

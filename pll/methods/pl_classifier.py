@@ -11,8 +11,9 @@ from sklearn.utils.validation import has_fit_parameter
 
 from .._random import pick_among, seed_to_int
 from ..errors import InvalidParameterError, NotFittedError
+from ..reasons import CONFLICT, assign
 from ..validation import check_params, check_X, encode_bags
-from .base import NeighborMethod, RejectPrediction, in_candidates
+from .base import NeighborMethod, RejectPrediction, _missing_defaults, in_candidates
 
 # Probabilities within this relative distance of the best count as tied.
 TIE_RTOL = 1e-9
@@ -153,6 +154,15 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
         The native reject rule: a prediction is accepted iff its probability
         is ``>= threshold`` (0.9: the rule the DST-PLL paper applies to its
         competitors).
+    conflict_margin : float in [0, 1], default=0.2
+        Reasons of a rejection (:mod:`pll.reasons`; :meth:`disambiguate`
+        gives them too, from the weights): ``conflict`` when the runner-up's
+        probability among the candidates is within ``conflict_margin`` of the
+        top one (evidence ``probability_gap``; the margin of PL-kNN, whose
+        shares are on the same scale).  No ``no_support``: this method uses
+        no neighbors, so it has no distance to the training rows to judge
+        by; no ``vague``: it sees no bags at prediction time.  Other
+        rejections are ``low_score``.
     random_state : int or None, default=None
         Seed of the folds, of named estimators and of tie-breaking (draws keyed
         by (seed, row position)).  None means seed 0 (reproducible), not fresh
@@ -231,6 +241,7 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
         "n_folds": [Interval(Integral, 2, None, closed="left")],
         "init": [StrOptions({"uniform", "pl_knn"})],
         "threshold": [Interval(Real, 0, 1, closed="both")],
+        "conflict_margin": [Interval(Real, 0, 1, closed="both")],
         "random_state": [Interval(Integral, 0, None, closed="left"), None],
     }
 
@@ -243,6 +254,7 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
         n_folds=5,
         init="uniform",
         threshold=0.9,
+        conflict_margin=0.2,
         random_state=None,
     ):
         self.estimator = estimator
@@ -251,7 +263,12 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
         self.n_folds = n_folds
         self.init = init
         self.threshold = threshold
+        self.conflict_margin = conflict_margin
         self.random_state = random_state
+
+    def __setstate__(self, state):
+        """A model pickled before reasons existed gets the default ``conflict_margin``."""
+        super().__setstate__({**_missing_defaults(type(self), state), **state})
 
     def _n_neighbors_needed(self):
         """Neighbors this method needs from the pipeline's kNN stage: none."""
@@ -426,12 +443,21 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
         best = P.max(axis=1, keepdims=True)
         tied = cand & (P >= best - TIE_RTOL * np.abs(best))
         labels, n_tied = pick_among(tied, seed_to_int(self.random_state), np.arange(P.shape[0]), stream)
-        score = P[np.arange(labels.size), labels]
+        picked = np.arange(labels.size), labels
+        score = P[picked]
+        accept = score >= self.threshold
+        others = P.copy()
+        others[picked] = 0.0  # probabilities are >= 0 and 0 outside the candidates
+        runner_up = others.max(axis=1, initial=0.0)
+        evidence = {CONFLICT: (runner_up > 0.0) & (score - runner_up < self.conflict_margin),
+                    "probability_gap": score - runner_up}
         return RejectPrediction(
             labels=self.classes_[labels],
-            accept=score >= self.threshold,
+            accept=accept,
             score=score,
             guess=n_tied > 1,
+            reason=assign(accept, evidence),
+            evidence=evidence,
         )
 
     def predict(self, X, neighbors=None):
