@@ -20,6 +20,7 @@ _PUBLIC = {
     "PlKnn": ".methods",
     "RejectPrediction": ".methods",
     "TrustScore": ".trust_score",
+    "audit": ".audit",
     "bag_bounds": ".bag_bounds",
     "conformal": ".conformal",
     "errors": ".errors",
@@ -30,6 +31,7 @@ _PUBLIC = {
     "neighbors": ".neighbors",
     "noise": ".noise",
     "predict_with_reject": ".methods",
+    "reasons": ".reasons",
     "train_test_split": ".data",
     "validation": ".validation",
 }

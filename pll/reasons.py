@@ -92,6 +92,8 @@ VAGUE = "vague"
 LOW_SCORE = "low_score"
 REASONS = (NONE, NO_SUPPORT, CONFLICT, VAGUE, LOW_SCORE)
 """Every code a prediction may carry."""
+REJECTIONS = REASONS[1:]
+"""The codes of a rejected row: every reject option reports on all of them, so runs compare key by key."""
 PRECEDENCE = (NO_SUPPORT, CONFLICT, VAGUE)
 """The conditions, strongest first: a rejected row gets the first that holds, else ``low_score``."""
 REASON_DTYPE = np.dtype(f"U{max(map(len, REASONS))}")
@@ -172,3 +174,48 @@ def assign(accept, conditions=None):
             codes[held] = code
     codes[accept] = NONE
     return codes
+
+
+def reason_report(reason, correct):
+    """How the rejections split by reason, and how often each reason's rejected label was wrong.
+
+    Parameters
+    ----------
+    reason : str array of shape (n,)
+        Codes of :data:`REASONS` (``none`` where accepted).
+    correct : bool array of shape (n,)
+        Whether each row's predicted label is right (for a rejected row: the
+        label it abstained on).
+
+    Returns
+    -------
+    dict
+        For every code of :data:`REJECTIONS`: ``reason_share_<code>``, its rows
+        over the rejected rows, and ``reason_error_<code>``, the share of its
+        rows whose label is wrong.  A reason with no row has share 0 and error
+        0 (no error among no rows; read the error with its share), so every
+        option of every method reports the same keys.  A reason whose error
+        is near 1 rejects rows rightly; one near the accepted rows' error
+        rejects rows that were as good as the accepted.
+
+    Examples
+    --------
+    >>> r = reason_report(["none", "conflict", "conflict", "no_support"], [True, False, True, False])
+    >>> r["reason_share_conflict"], r["reason_error_conflict"], r["reason_error_vague"]
+    (0.6666666666666666, 0.5, 0.0)
+    """
+    reason = np.asarray(reason)
+    correct = np.asarray(correct, dtype=bool)
+    if reason.shape != correct.shape:
+        raise InvalidDataError(f"reason_report: {reason.shape[0]} reasons for {correct.shape[0]} rows")
+    unknown = sorted(set(np.unique(reason).tolist()) - set(REASONS))
+    if unknown:
+        raise InvalidDataError(f"reason_report: unknown reason code(s) {unknown}; known: {list(REASONS)}")
+    n_rejected = int((reason != NONE).sum())
+    out = {}
+    for code in REJECTIONS:
+        rows = reason == code
+        n = int(rows.sum())
+        out[f"reason_share_{code}"] = n / n_rejected if n_rejected else 0.0
+        out[f"reason_error_{code}"] = float((~correct[rows]).mean()) if n else 0.0
+    return out

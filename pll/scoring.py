@@ -29,13 +29,16 @@ from .catalog import DEFAULT_CONFORMAL_ALPHA
 from .errors import DataFileError, InvalidDataError, InvalidParameterError
 from .evaluation import DEFAULT_LAMBDAS, _check_lambdas
 from .features import make_features
-from .methods import make_method
+from .methods import make_method, without_support_test
 from .methods.base import set_labels
 from .neighbors import use_backend
+from .reasons import REJECTIONS
 
 TABLE_FORMATS = (".csv", ".parquet")
 ROW = "row"
 REVIEW_SUFFIX = ".review.parquet"
+REVIEW_NEIGHBORS = 3
+"""Nearest training rows shown with each scored row (:func:`neighbor_columns`)."""
 
 
 def feature_names(ds) -> list[str]:
@@ -119,17 +122,53 @@ class FittedModel:
         return self.predict(X, S)
 
     def predict(self, X, candidates=None) -> pd.DataFrame:
-        """Predictions for raw feature rows ``X`` (n, d) with optional candidate sets (n, l)."""
+        """Predictions for raw feature rows ``X`` (n, d) with optional candidate sets (n, l).
+
+        With a reject threshold of its own the model's reasons follow that
+        decision (:meth:`RejectPrediction.with_accept
+        <pll.methods.RejectPrediction.with_accept>`).  A method that searches
+        neighbors does so once; the nearest :data:`REVIEW_NEIGHBORS` give the
+        columns of :func:`neighbor_columns`.
+        """
         Xt = np.asarray(self.transformer.transform(X), dtype=np.float64)
-        result = self.estimator.predict_with_reject(Xt, candidates=candidates)
+        neighbors = self._neighbors(Xt)
+        result = self.estimator.predict_with_reject(Xt, neighbors=neighbors, candidates=candidates)
+        if self.reject_threshold is not None:
+            result = result.with_accept(result.score > self.reject_threshold)
         frame = result.to_frame(self.classes).drop(columns=[ROW, "y_true"])
         frame["label"] = self.classes[result.labels]
-        if self.reject_threshold is not None:
-            frame["accept"] = frame["score"].to_numpy() > self.reject_threshold
+        if neighbors is not None:
+            frame = frame.assign(**neighbor_columns(neighbors, self.estimator.S_train_, self.classes))
         if self.set_predictor is not None:
             sets = self.set_predictor.predict_sets(X, candidates)
             frame["set"], frame["set_size"] = set_labels(sets, self.classes), sets.sum(axis=1)
         return frame
+
+    def _neighbors(self, Xt):
+        """The query rows' neighbors among the training rows, as the method would search them; None if it uses none."""
+        if getattr(self.estimator, "_n_neighbors_needed", lambda: 0)() == 0:
+            return None
+        return self.estimator._neighbors_for(Xt, None)
+
+
+def neighbor_columns(neighbors, S_train, classes, n=None) -> dict:
+    """What a reviewer compares a row with: its nearest training rows, their bags and distances.
+
+    Columns of lists, nearest first, ``n`` (default :data:`REVIEW_NEIGHBORS`)
+    per row: ``neighbor_rows``, the training rows' positions in the training
+    data (0-based, in file order, as ``pll audit`` names them);
+    ``neighbor_bags``, their candidate labels joined by ``|``;
+    ``neighbor_distances``, in the model's features.
+    """
+    n = REVIEW_NEIGHBORS if n is None else n
+    rows = np.asarray(neighbors.indices[:, :n], dtype=np.int64)
+    shown, where = np.unique(rows, return_inverse=True)  # name each bag shown once, not every training bag
+    bags = set_labels(S_train[shown], classes)[where.reshape(rows.shape)]
+    return {
+        "neighbor_rows": list(rows),
+        "neighbor_bags": [list(row) for row in bags],
+        "neighbor_distances": list(np.asarray(neighbors.distances[:, :n], dtype=np.float64)),
+    }
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,14 +216,18 @@ class Holdout:
 
 def fit_holdout(ds, method, params=None, features="minmax", random_state=None, knn="exact", knn_params=None,
                 fraction=0.2) -> Holdout:
-    """Fit ``features`` and ``method`` on a seeded ``1 − fraction`` of the rows of ``ds``; hold out the rest."""
+    """Fit ``features`` and ``method`` on a seeded ``1 − fraction`` of the rows of ``ds``; hold out the rest.
+
+    The hold-out model calibrates (thresholds, conformal sets); it has no
+    ``no_support`` test (:func:`pll.methods.without_support_test`), which would cost a search of its rows.
+    """
     from .data import split_indices
 
     fit, held_out = split_indices(ds.n_rows, fraction, seed_to_int(random_state))
     transformer = use_backend(make_features(features), knn, knn_params)
     X_fit = np.asarray(transformer.fit_transform(ds.X[fit]), dtype=np.float64)
     estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_params, keep=params or {})
-    estimator.fit(X_fit, ds.S[fit])
+    without_support_test(estimator).fit(X_fit, ds.S[fit])
     X = np.asarray(transformer.transform(ds.X[held_out]), dtype=np.float64)
     return Holdout(transformer, estimator, held_out, X, int(fit.size))
 
@@ -466,7 +509,16 @@ def summarize(scored) -> dict:
         "rejection_rate": float(1.0 - accept.mean()) if n else 0.0,
         "score_mean": float(score.mean()) if n else 0.0,
         "score_median": float(np.median(score)) if n else 0.0,
+        **reason_counts(scored),
     }
+
+
+def reason_counts(scored) -> dict:
+    """``rejected_<code>``: the rejected rows of each reason (:mod:`pll.reasons`); empty without a ``reason`` column."""
+    if "reason" not in scored:
+        return {}
+    reason = scored["reason"].to_numpy()
+    return {f"rejected_{code}": int((reason == code).sum()) for code in REJECTIONS}
 
 
 def score_file(model, input_path, output_path):

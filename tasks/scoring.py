@@ -49,9 +49,9 @@ def link_model(tracking_uri: str, run_id: str, source: dict):
 
 @task(name="log-scoring", cache_policy=NO_CACHE)
 def log_scoring(tracking_uri: str, run_id: str, summary: dict, scored, threshold):
-    """Log the counts accepted and rejected and the score distribution figure."""
+    """Log the counts accepted and rejected (in all, and by reason of rejection) and the score distribution figure."""
     client = MlflowClient(tracking_uri)
-    log_metrics(client, run_id, {k: summary[k] for k in METRICS})
+    log_metrics(client, run_id, {k: v for k, v in summary.items() if k in METRICS or k.startswith("rejected_")})
     log_json(client, run_id, summary, "scoring_summary.json")
     fig = score_figure(scored["score"], scored["accept"], threshold, title=f"Scores of {summary['rows']} rows")
     log_figure(client, run_id, fig, FIGURE)

@@ -166,7 +166,7 @@ def test_failing_cell_is_reported_and_a_restart_runs_only_the_missing_cells(
     code = main(["benchmark", str(grid_file), "--tracking-uri", tracking_uri, "--experiment", "resume"])
     out = capsys.readouterr().out
     assert code == 1
-    assert f"FAILED cell" in out and "DataFileError" in out and "late.mat" in out
+    assert "FAILED cell" in out and "DataFileError" in out and "late.mat" in out
     assert "Cells: 1 of 2 finished, 1 failed" in out
 
     parents, pipelines, methods = grid_runs(tracking_uri, "resume")

@@ -24,6 +24,7 @@ from pll.experiment import MethodOutput, evaluate, make_split, prediction_frames
 from pll.experiment.evaluation import bag_calibrated_metrics
 from pll.methods import METHODS, RejectPrediction
 from pll.noise import apply_noise
+from pll.reasons import REASONS, reason_report
 
 PER_CLASS_PREFIXES = ("belief", "plausibility", "share")
 
@@ -47,6 +48,9 @@ def recompute(test, val, option, base_option, classes, val_bags):
     report.update(calibrated_metrics(calibration, score, correct))
     bag_calibration = calibrate_thresholds_from_bags(val_score, val_labels, val_bags)
     report.update(bag_calibrated_metrics(bag_calibration, score, correct))
+    reason = test["reason" if option == base_option else f"{option}_reason"].to_numpy()
+    assert set(reason[accept]) <= {"none"} and "none" not in set(reason[~accept]) and set(reason) <= set(REASONS)
+    report.update(reason_report(reason, correct))
     if f"{option}_set" in test:
         names = test[f"{option}_set"].str.split("|")
         sets = np.array([[c in row for c in classes] for row in names])

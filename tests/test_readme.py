@@ -36,3 +36,14 @@ def test_conformal_example_runs_and_covers():
     coverage = sets[namespace["np"].arange(test.size), ds.y[test]].mean()
     assert coverage >= 0.85  # 1 − α = 0.9 in expectation; 447 test rows
     assert sets.sum(axis=1).mean() < 5  # far from all ten digits
+
+
+def test_reasons_example_runs_and_its_conflicts_are_the_errors():
+    code = next(block for block in re.findall(r"```python\n(.*?)```", README, re.S) if ".reason" in block)
+    namespace = {}
+    exec(compile(code.replace("print(", "_ = ("), "README.md", "exec"), namespace)
+    r, ds, test = namespace["r"], namespace["ds"], namespace["test"]
+    wrong = r.labels != ds.y[test]
+    assert ((r.reason == "none") == r.accept).all()
+    conflict = r.reason == "conflict"
+    assert conflict.sum() > 20 and wrong[conflict].mean() > 5 * wrong[r.accept].mean()

@@ -30,8 +30,11 @@ from pll.errors import (
     PllError,
 )
 from pll.methods import METHODS, make_method
+from pll.neighbors import kneighbors
+from pll.reasons import REJECTIONS
 from pll.scoring import (
     LEDGER,
+    REVIEW_NEIGHBORS,
     check_input_path,
     check_output_path,
     fit_holdout,
@@ -218,7 +221,9 @@ def test_a_given_threshold_decides_accept_for_every_method():
         got = strict.predict_frame(query)
         assert strict.threshold == cut
         np.testing.assert_array_equal(got["accept"], native["score"] > cut)
-        pd.testing.assert_frame_equal(got.drop(columns="accept"), native.drop(columns="accept"))
+        # The reasons follow the model's own decision; the evidence they rest on does not change.
+        np.testing.assert_array_equal(got["reason"] == "none", got["accept"])
+        pd.testing.assert_frame_equal(got.drop(columns=["accept", "reason"]), native.drop(columns=["accept", "reason"]))
     with pytest.raises(InvalidParameterError, match="threshold"):
         fit_model(ds, "pl_knn", None, threshold=float("nan"))
 
@@ -615,9 +620,27 @@ def test_score_flow_writes_outputs_and_logs_a_linked_run(trained, tmp_path):
     assert run.data.tags["pll.model_uri"] == result["model_uri"]
     assert run.data.metrics["accepted"] == summary["accepted"]
     assert run.data.metrics["rejected"] == summary["rejected"]
+    check_reasons_and_neighbors(scored, queue, fitted)
+    by_reason = {code: run.data.metrics[f"rejected_{code}"] for code in REJECTIONS}
+    assert by_reason == queue["reason"].value_counts().reindex(list(REJECTIONS), fill_value=0).to_dict()
     assert [m.model_id for m in run.inputs.model_inputs] == [result["model_id"]]
     png = client.download_artifacts(summary["run_id"], "score_distribution.png", str(tmp_path))
     assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def check_reasons_and_neighbors(scored, queue, fitted):
+    """Every scored row has a reason (``none`` iff accepted) and its nearest training rows, as the model sees them."""
+    assert ((scored["reason"] == "none") == scored["accept"]).all()
+    assert set(queue["reason"]) <= set(REJECTIONS) and len(queue)
+    rows = np.stack(scored["neighbor_rows"].to_numpy())
+    assert rows.shape == (len(scored), REVIEW_NEIGHBORS)
+    X = fitted.transformer.transform(scored[list(fitted.feature_names)].to_numpy())
+    expected = kneighbors(fitted.estimator.X_train_, X, REVIEW_NEIGHBORS)
+    np.testing.assert_allclose(np.stack(scored["neighbor_distances"].to_numpy()), expected.distances, rtol=1e-12)
+    S = fitted.estimator.S_train_
+    bags = [["|".join(fitted.classes[S[r]]) for r in row] for row in rows]
+    assert [list(b) for b in scored["neighbor_bags"]] == bags
+    assert {"reason", "neighbor_rows", "neighbor_bags", "neighbor_distances"} <= set(queue.columns)
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ import numpy as np
 from .. import catalog
 from ..conformal import ConformalSets
 from ..features import FeatureSplit, featurize
-from ..methods import make_method
+from ..methods import make_method, without_support_test
 from ..neighbors import NeighborIndex, NeighborResult
 from .methods import MethodOutput
 
@@ -72,7 +72,8 @@ def conformal_option(run, calibration: CalibrationSplit, seed: int, alpha: float
     disambiguated: ``train`` is None.
     """
     split = calibration.split
-    holdout = make_method(run.method, run.params, random_state=seed).fit(split.X_train, split.train.S)
+    holdout = without_support_test(make_method(run.method, run.params, random_state=seed))
+    holdout.fit(split.X_train, split.train.S)
     S_val = split.test.S[: calibration.n_val]
     sets = ConformalSets(holdout, alpha=alpha).fit(calibration.X_val, S_val, neighbors=calibration.val)
     return MethodOutput(

@@ -10,6 +10,7 @@ import pandas as pd
 from ..bag_bounds import calibrate_thresholds_from_bags
 from ..conformal import set_report
 from ..errors import InvalidDataError
+from ..reasons import reason_report
 from ..evaluation import (
     DEFAULT_LAMBDAS,
     aurc,
@@ -37,7 +38,8 @@ class OptionEvaluation:
 
     ``metrics``: metric -> float, the keys of :func:`pll.evaluation.reject_report`,
     ``aurc`` and those of :func:`pll.evaluation.calibrated_metrics` (with
-    prediction sets, also those of :func:`pll.conformal.set_report`);
+    prediction sets, also those of :func:`pll.conformal.set_report`; with
+    reasons of rejection, those of :func:`pll.reasons.reason_report`);
     ``sweep``: :func:`pll.evaluation.threshold_sweep`; ``precision``:
     precision at percentile; ``calibration``: per λ, the threshold chosen on
     the validation hold-out with its ``val_risk`` and ``val_rejection_rate``
@@ -202,6 +204,8 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
         report["aurc"] = aurc(sweep)
         if out.test.sets is not None:
             report.update(test.sets(out.test))
+        if out.test.reason is not None:
+            report.update(reason_report(out.test.reason[test.keep], correct))
         report.update(calibrated_metrics(cal, score, correct))
         report.update(bag_calibrated_metrics(bag_cal, score, correct))
         options.append(OptionEvaluation(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sklearn.base import clone
 
-from ..methods import RejectPrediction, make_method
+from ..methods import RejectPrediction, make_method, without_support_test
 from .neighbors import query_set
 
 
@@ -35,11 +35,12 @@ def run_method(run, split, rows, neighbors, seed: int) -> MethodOutput:
 
     ``neighbors`` (a :class:`~pll.experiment.NeighborSet` of ``split``, or
     None for a method that needs none) are reused, not searched again.  A clone fitted on the fitting rows
-    ``rows.fit`` only predicts the validation rows ``rows.val``.
+    ``rows.fit`` only predicts the validation rows ``rows.val``, for calibration: it has no
+    ``no_support`` test (:func:`~pll.methods.without_support_test`), so its rows' reasons never name it.
     """
     clf = make_method(run.method, run.params, random_state=seed)
     clf.fit(split.X_train, split.train.S, neighbors=query_set(neighbors, "train"))
-    holdout = clone(clf).fit(split.X_train[rows.fit], split.train.S[rows.fit])
+    holdout = without_support_test(clone(clf)).fit(split.X_train[rows.fit], split.train.S[rows.fit])
     return MethodOutput(
         run.name,
         split.features,

@@ -17,6 +17,7 @@ def prediction_frames(outputs, ds, rows) -> dict:
     of :meth:`RejectPrediction.to_frame` (``belief_<class>``,
     ``plausibility_<class>``, ``share_<class>``, ...); every other option
     adds ``<option>_score`` and ``<option>_accept`` (e.g. ``trust_score``),
+    ``<option>_reason`` (:mod:`pll.reasons`; the base option's is ``reason``),
     ``<option>_label`` if its labels differ, and ``<option>_set`` (labels
     joined by ``|``) with ``<option>_set_size`` if it predicts sets
     (``conformal``).
@@ -35,6 +36,8 @@ def prediction_frames(outputs, ds, rows) -> dict:
                 pred = getattr(other, part)
                 extra[f"{other.option}_score"] = pred.score
                 extra[f"{other.option}_accept"] = pred.accept
+                if pred.reason is not None:
+                    extra[f"{other.option}_reason"] = pred.reason
                 if not np.array_equal(pred.labels, base.labels):
                     extra[f"{other.option}_label"] = pred.labels
                 if pred.sets is not None:

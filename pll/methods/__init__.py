@@ -2,7 +2,7 @@
 
 from ..errors import InvalidParameterError
 from ..validation import check_params
-from .base import NeighborMethod, RejectPrediction, predict_with_reject
+from .base import NeighborMethod, RejectPrediction, predict_with_reject, without_support_test
 from .dst_pll import DstPll
 from .ipal import Ipal
 from .pl_aknn import PlAknn
@@ -44,4 +44,5 @@ __all__ = [
     "RejectPrediction",
     "make_method",
     "predict_with_reject",
+    "without_support_test",
 ]

@@ -414,6 +414,18 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         raise NotImplementedError
 
 
+def without_support_test(estimator):
+    """``estimator`` with the ``no_support`` test off (``support_quantile=None``), if it has one.
+
+    For models fitted only to calibrate (the validation hold-out, conformal
+    sets): the test would cost a neighbor search of their training rows at
+    ``fit``, and nothing they report depends on it.
+    """
+    if "support_quantile" in estimator.get_params():
+        estimator.set_params(support_quantile=None)
+    return estimator
+
+
 def _allocate(value, n):
     """An empty array (or dict of arrays) of ``n`` rows shaped like one block's ``value``; None stays None."""
     if value is None:
