@@ -28,7 +28,8 @@ from pll.experiment import (
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import markdown_table
 from tasks.caching import bounded
-from tasks.conformal import calibration_split, conformal_option
+from tasks.calibration import calibration_split
+from tasks.conformal import conformal_option
 from tasks.evaluate import evaluate
 from tasks.features import split_and_featurize
 from tasks.ingest import ingest
@@ -79,19 +80,20 @@ def _staged(ds, plan, seed, noise, noise_params, methods, method_params, feature
     rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
     groups = plan.groups
     splits = [featurize_.submit(ds, rows, g.features, knn_backend, knn_options) for g in groups]
-    calibrations = ([calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options) for g in groups]
-                    if conformal_alpha is not None else [])
-    splits = _results(splits)
-    searches = _results([neighbors_.submit(s, rows, g.k, knn_backend, knn_options) for s, g in zip(splits, groups)])
-    native = [method_.submit(run, split, rows, nb, seed)
-              for split, nb, g in zip(splits, searches, groups) for run in g.runs]
-    conformal = [conformal_.submit(run, calibration, seed, conformal_alpha)
-                 for calibration, g in zip(_results(calibrations), groups) for run in g.runs]
-    native = _results(native)
+    calibrations = [calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options) for g in groups]
+    splits, calibrations = _results(splits), _results(calibrations)
+    conformal = ([conformal_.submit(run, calibration, seed, conformal_alpha)
+                  for calibration, g in zip(calibrations, groups) for run in g.runs]
+                 if conformal_alpha is not None else [])
+    searches = _results([neighbors_.submit(s, c, g.k, knn_backend, knn_options)
+                         for s, c, g in zip(splits, calibrations, groups)])
+    stages = list(zip(splits, calibrations, searches, groups))
+    native = _results([method_.submit(run, split, calibration, nb, seed)
+                       for split, calibration, nb, g in stages for run in g.runs])
     # Every method run is evaluated a second time with the trust score as its reject option.
-    split_of = {run.name: (split, nb) for split, nb, g in zip(splits, searches, groups) for run in g.runs}
-    trust = [trust_.submit(o, split_of[o.name][0], rows, split_of[o.name][1], knn_backend=knn_backend,
-                           knn_options=knn_options) for o in native]
+    inputs_of = {run.name: (split, calibration, nb) for split, calibration, nb, g in stages for run in g.runs}
+    trust = [trust_.submit(o, inputs_of[o.name][0], rows, inputs_of[o.name][2], inputs_of[o.name][1],
+                           knn_backend=knn_backend, knn_options=knn_options) for o in native]
     outputs = native + _results(trust + conformal)
     neighbors = {g.features: nb for g, nb in zip(groups, searches)}
     return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows))

@@ -78,7 +78,9 @@ class TrustScore(BaseEstimator):
 
     The nearest-set distances come from :func:`pll.neighbors.nearest_by_group`:
     with ``knn="exact"`` one certified pass over the training rows serves all
-    class sets; approximate backends search each class set in turn.
+    class sets; ``auto`` beyond its threshold searches the nearest cells of
+    each set (:mod:`pll.neighbors.grouped_cells`: a distance never below the
+    exact one); the other approximate backends search each class set in turn.
 
     Parameters
     ----------

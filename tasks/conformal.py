@@ -1,4 +1,4 @@
-"""Conformal stage: :func:`pll.experiment.calibration_split` and :func:`~pll.experiment.conformal_option` as Prefect tasks."""
+"""Conformal stage: :func:`pll.experiment.conformal_option` as a Prefect task."""
 
 from __future__ import annotations
 
@@ -8,13 +8,6 @@ from pll import catalog, experiment
 from pll.experiment import CalibrationSplit, MethodOutput, MethodRun
 from tasks.caching import CACHED, RETRIES
 from tasks.progress import logged_progress
-
-
-@task(name="calibration-split", **CACHED, **RETRIES, task_run_name="calibration-split-{features}")
-def calibration_split(ds, rows, features: str, k: int, knn_backend: str, knn_options: dict | None) -> CalibrationSplit:
-    """Features and a kNN index fitted on the fitting rows alone; validation and test rows as new rows."""
-    with logged_progress():
-        return experiment.calibration_split(ds, rows, features, k, knn_backend, knn_options)
 
 
 @task(name="conformal", **CACHED, **RETRIES, task_run_name="conformal-{run.name}")

@@ -3,13 +3,13 @@
 from prefect import task
 
 from pll import experiment
-from pll.experiment import MethodOutput, MethodRun
+from pll.experiment import CalibrationSplit, MethodOutput, MethodRun
 from tasks.caching import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 
 @task(name="method", **CACHED, **RETRIES, task_run_name="method-{run.name}")
-def run_method(run: MethodRun, split, rows, neighbors, seed: int) -> MethodOutput:
-    """Fit the method run on the split's training rows, reusing the precomputed ``neighbors``."""
+def run_method(run: MethodRun, split, calibration: CalibrationSplit, neighbors, seed: int) -> MethodOutput:
+    """Fit the method run on the split's training rows, reusing the precomputed ``neighbors``; its hold-out on ``calibration``."""
     with logged_progress():
-        return experiment.run_method(run, split, rows, neighbors, seed)
+        return experiment.run_method(run, split, calibration, neighbors, seed)

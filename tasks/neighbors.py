@@ -3,13 +3,13 @@
 from prefect import task
 
 from pll import experiment
-from pll.experiment import NeighborSet
+from pll.experiment import CalibrationSplit, NeighborSet
 from tasks.caching import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 
 @task(name="neighbors", **CACHED, **RETRIES, task_run_name="neighbors-{split.features}")
-def find_neighbors(split, rows, k: int, backend: str, options: dict | None) -> NeighborSet:
-    """``k`` neighbors for every query set of the split (validation indices refer to ``rows.fit``)."""
+def find_neighbors(split, calibration: CalibrationSplit, k: int, backend: str, options: dict | None) -> NeighborSet:
+    """``k`` neighbors of the split's training and test rows; the validation rows' come from ``calibration``."""
     with logged_progress():
-        return experiment.find_neighbors(split, rows, k, backend, options)
+        return experiment.find_neighbors(split, calibration, k, backend, options)

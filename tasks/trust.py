@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from pll import experiment
-from pll.experiment import MethodOutput, NeighborSet
+from pll.experiment import CalibrationSplit, MethodOutput, NeighborSet
 from pll.neighbors import DEFAULT_BACKEND
 from pll.trust_score import DEFAULT_CLASS_SETS, DEFAULT_THRESHOLD
 from tasks.caching import CACHED, RETRIES
@@ -18,6 +18,7 @@ def trust_option(
     split,
     rows,
     neighbors: NeighborSet,
+    calibration: CalibrationSplit,
     class_sets: str = DEFAULT_CLASS_SETS,
     threshold: float = DEFAULT_THRESHOLD,
     knn_backend: str = DEFAULT_BACKEND,
@@ -25,4 +26,5 @@ def trust_option(
 ) -> MethodOutput:
     """``output`` with the trust score (in the method's features) as its reject option."""
     with logged_progress():
-        return experiment.trust_option(output, split, rows, neighbors, class_sets, threshold, knn_backend, knn_options)
+        return experiment.trust_option(output, split, rows, neighbors, calibration, class_sets, threshold, knn_backend,
+                                       knn_options)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 import pll.neighbors.grouped as grouped_module
 from pll.errors import InvalidDataError, InvalidParameterError, PllError
 from pll.neighbors import kneighbors, nearest_by_group
+from pll.neighbors.grouped_cells import GroupedCellIndex
 from tests.oracles import nearest
 
 
@@ -142,19 +143,16 @@ def test_tiling_and_query_blocks_do_not_change_the_result(monkeypatch):
     np.testing.assert_array_equal(tiled[1], whole[1])
 
 
-def test_auto_searches_exactly_up_to_its_threshold(monkeypatch):
+def test_auto_searches_exactly_up_to_its_threshold_and_by_cells_beyond(monkeypatch):
     rng = np.random.default_rng(7)
     X, groups = rng.normal(size=(300, 3)), rng.integers(0, 2, size=300)
     exact = nearest_by_group(X, groups, 2)
     np.testing.assert_array_equal(nearest_by_group(X, groups, 2, None, "auto")[0], exact[0])
     monkeypatch.setattr(grouped_module, "AUTO_EXACT_MAX_ROWS", 299)
-    searched = []
-    original = grouped_module._search_each_group
-
-    def spy(*args):
-        searched.append(args[5])
-        return original(*args)
-
-    monkeypatch.setattr(grouped_module, "_search_each_group", spy)
-    indices, _ = nearest_by_group(X, groups, 2, None, "auto", recall_sample=0)
-    assert searched == ["nndescent"] and (indices == exact[0]).mean() > 0.95
+    monkeypatch.setattr(grouped_module, "_search_each_group", None)  # no per-group index: the cells
+    indices, distances = nearest_by_group(X, groups, 2, None, "auto", recall_sample=0)
+    expected = GroupedCellIndex(X, groups, 2).search(X, np.arange(300))
+    np.testing.assert_array_equal(indices, expected[0])
+    np.testing.assert_array_equal(distances, expected[1])
+    # 300 rows are one cell per group, searched whole: the exact result.
+    np.testing.assert_array_equal(indices, exact[0])

@@ -2,10 +2,11 @@
 
 :func:`run_protocol` runs it all; the stages, each of which a Prefect task of
 ``tasks/`` calls and logs: :func:`make_split` (train, test, validation
-rows), :func:`find_neighbors` (one :class:`NeighborSet` per feature
+rows), :func:`calibration_split` (the hold-out split every calibration
+uses) and :func:`find_neighbors` (one :class:`NeighborSet` per feature
 pipeline), :func:`run_method`, :func:`trust_option` and
 :func:`conformal_option` (a :class:`MethodOutput` per method and reject
-option; the last on a :func:`calibration_split`), :func:`evaluate` (an :class:`Evaluation`) and
+option), :func:`evaluate` (an :class:`Evaluation`) and
 :func:`prediction_frames`.  :func:`check_run` refuses a run's parameters
 before anything starts.  Names are imported on first use.
 """
@@ -29,8 +30,8 @@ _PUBLIC = {
     "check_protocol": ".checks",
     "check_data": ".checks",
     "check_feature_pipeline": ".checks",
-    "CalibrationSplit": ".conformal",
-    "calibration_split": ".conformal",
+    "CalibrationSplit": ".calibration",
+    "calibration_split": ".calibration",
     "check_run": ".checks",
     "dataset_label": ".plan",
     "conformal_option": ".conformal",

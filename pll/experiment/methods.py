@@ -1,12 +1,10 @@
-"""The method stage: fit a method, refit it on the fitting rows, predict test and validation rows."""
+"""The method stage: fit a method, predict test rows with it and validation rows with its hold-out model."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sklearn.base import clone
-
-from ..methods import RejectPrediction, make_method, without_support_test
+from ..methods import RejectPrediction, make_method
 from .neighbors import query_set
 
 
@@ -16,7 +14,7 @@ class MethodOutput:
 
     ``name``: the method run's (:class:`~pll.experiment.MethodRun`); ``test``: the test rows; ``train``: the disambiguated training rows;
     ``val``: the validation hold-out, predicted by the same method fitted on
-    the other training rows (for calibrating thresholds).  ``option`` names
+    the fitting rows (for calibrating thresholds; :mod:`pll.experiment.calibration`).  ``option`` names
     the reject option whose ``accept`` and ``score`` the test and validation
     predictions carry: ``native`` for the method's own; ``train`` carries
     the native option's (None for ``conformal``, which disambiguates nothing).
@@ -30,21 +28,22 @@ class MethodOutput:
     option: str = "native"
 
 
-def run_method(run, split, rows, neighbors, seed: int) -> MethodOutput:
+def run_method(run, split, calibration, neighbors, seed: int) -> MethodOutput:
     """Fit the method of ``run`` (a :class:`~pll.experiment.MethodRun`) on the split's training rows; predict with its own reject option.
 
     ``neighbors`` (a :class:`~pll.experiment.NeighborSet` of ``split``, or
-    None for a method that needs none) are reused, not searched again.  A clone fitted on the fitting rows
-    ``rows.fit`` only predicts the validation rows ``rows.val``, for calibration: it has no
-    ``no_support`` test (:func:`~pll.methods.without_support_test`), so its rows' reasons never name it.
+    None for a method that needs none) are reused, not searched again.  The
+    validation rows are predicted by the hold-out model of ``calibration``
+    (a :class:`~pll.experiment.CalibrationSplit`), fitted on the fitting rows
+    in features fitted on them (:mod:`pll.experiment.calibration`).
     """
     clf = make_method(run.method, run.params, random_state=seed)
     clf.fit(split.X_train, split.train.S, neighbors=query_set(neighbors, "train"))
-    holdout = without_support_test(clone(clf)).fit(split.X_train[rows.fit], split.train.S[rows.fit])
+    holdout = calibration.fit_holdout(run, seed)
     return MethodOutput(
         run.name,
         split.features,
         test=clf.predict_with_reject(split.X_test, neighbors=query_set(neighbors, "test")),
         train=clf.disambiguate(),
-        val=holdout.predict_with_reject(split.X_train[rows.val], neighbors=query_set(neighbors, "val")),
+        val=holdout.predict_with_reject(calibration.X_val, neighbors=calibration.val),
     )

@@ -9,7 +9,10 @@ from ..neighbors import NeighborIndex, NeighborResult
 
 @dataclass(frozen=True)
 class NeighborSet:
-    """Neighbors of one split: training rows' own, test rows', and validation rows' among the fitting rows."""
+    """Neighbors of one split: training rows' own, test rows', and validation rows' among the fitting rows.
+
+    ``val`` is the hold-out split's (:mod:`pll.experiment.calibration`), in its features.
+    """
 
     train: NeighborResult
     test: NeighborResult
@@ -21,21 +24,21 @@ def query_set(neighbors: NeighborSet | None, name: str) -> NeighborResult | None
     return None if neighbors is None else getattr(neighbors, name)
 
 
-def find_neighbors(split, rows, k: int, backend: str, options: dict | None = None) -> NeighborSet | None:
-    """``k`` neighbors for every query set of the featurized ``split`` (validation indices refer to ``rows.fit``).
+def find_neighbors(split, calibration, k: int, backend: str, options: dict | None = None) -> NeighborSet | None:
+    """``k`` neighbors for every query set of the featurized ``split``.
 
     One index over the training rows serves both their own neighbors and the
-    test rows'; the validation rows search a second index over the fitting rows.
-    ``k = 0`` (methods that need no neighbors) searches nothing: None.
+    test rows'.  The validation rows' are those of the hold-out split
+    ``calibration`` (a :class:`~pll.experiment.CalibrationSplit`): among the
+    fitting rows, in features fitted on them, where the hold-out models
+    predict them; no second index here.  ``k = 0`` (methods that need no
+    neighbors) searches nothing: None.
     """
     if k == 0:
         return None
-    options = dict(options or {})
-    with NeighborIndex(split.X_train, k, backend, **options) as index:
+    with NeighborIndex(split.X_train, k, backend, **dict(options or {})) as index:
         train, test = index.kneighbors(None), index.kneighbors(split.X_test)
-    with NeighborIndex(split.X_train[rows.fit], k, backend, **options) as index:
-        val = index.kneighbors(split.X_train[rows.val])
-    return NeighborSet(train=train, test=test, val=val)
+    return NeighborSet(train=train, test=test, val=calibration.val)
 
 
 def neighbor_metrics(features: str, neighbors: NeighborSet | None) -> dict:

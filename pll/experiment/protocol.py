@@ -10,7 +10,8 @@ from ..features import featurize
 from ..neighbors.registry import DEFAULT_BACKEND
 from ..noise import apply_noise
 from .checks import check_protocol
-from .conformal import DEFAULT_ALPHA, calibration_split, conformal_option
+from .calibration import calibration_split
+from .conformal import DEFAULT_ALPHA, conformal_option
 from .evaluation import Evaluation, evaluate
 from .methods import run_method
 from .neighbors import find_neighbors, neighbor_metrics
@@ -97,12 +98,13 @@ def run_protocol(
     neighbors, outputs = {}, []
     for group in plan.groups:
         split = featurize(ds, rows.train, rows.test, group.features, knn=knn_backend, knn_params=knn_options)
-        nb = neighbors[group.features] = find_neighbors(split, rows, group.k, knn_backend, knn_options)
-        native = [run_method(run, split, rows, nb, seed) for run in group.runs]
+        calibration = calibration_split(ds, rows, group.features, group.k, knn_backend, knn_options)
+        nb = neighbors[group.features] = find_neighbors(split, calibration, group.k, knn_backend, knn_options)
+        native = [run_method(run, split, calibration, nb, seed) for run in group.runs]
         outputs += native + [
-            trust_option(o, split, rows, nb, knn_backend=knn_backend, knn_options=knn_options) for o in native
+            trust_option(o, split, rows, nb, calibration, knn_backend=knn_backend, knn_options=knn_options)
+            for o in native
         ]
         if conformal_alpha is not None:
-            calibration = calibration_split(ds, rows, group.features, group.k, knn_backend, knn_options)
             outputs += [conformal_option(run, calibration, seed, conformal_alpha) for run in group.runs]
     return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows, lambdas))

@@ -15,6 +15,7 @@ def trust_option(
     split,
     rows,
     neighbors,
+    calibration,
     class_sets: str = DEFAULT_CLASS_SETS,
     threshold: float = DEFAULT_THRESHOLD,
     knn_backend: str = DEFAULT_BACKEND,
@@ -23,26 +24,26 @@ def trust_option(
     """``output`` with the trust score (in the method's features) as its reject option.
 
     Test rows are scored against class sets built from the method's
-    disambiguation of all training rows; validation rows, like the hold-out model that
-    predicted them, only see the fitting rows ``rows.fit`` — with the labels
-    of the full model's disambiguation, the only one the method output holds.
-    The method's ``neighbors`` (same features, same training rows) settle the
-    rows whose lists hold both classes; the others are searched with the kNN
-    backend.  The training rows keep the method's own disambiguation: nothing
-    downstream reads their trust scores, the costliest part at scale (as many
-    queries as training rows).
+    disambiguation of all training rows.  Validation rows, like the hold-out
+    model that predicted them, only see the fitting rows ``rows.fit``, in the
+    hold-out split ``calibration`` (:mod:`pll.experiment.calibration`) —
+    with the labels of the full model's disambiguation, the only one the
+    method output holds.  The method's ``neighbors`` (same features, same
+    training rows) settle the rows whose lists hold both classes; the others
+    are searched with the kNN backend.  The training rows keep the method's
+    own disambiguation: nothing downstream reads their trust scores, the
+    costliest part at scale (as many queries as training rows).
     """
     params = {"knn": knn_backend, "knn_params": dict(knn_options or {})}
-    S, train = split.train.S, output.train
+    S, train, fit = split.train.S, output.train, rows.fit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # empty classes and duplicates are well defined
         full = partial_label_trust(split.X_train, S, train.labels, train.accept, class_sets, **params)
-        fit = rows.fit
         holdout = partial_label_trust(
-            split.X_train[fit], S[fit], train.labels[fit], train.accept[fit], class_sets, **params
+            calibration.split.X_train, S[fit], train.labels[fit], train.accept[fit], class_sets, **params
         )
     test_scores = full.score(split.X_test, output.test.labels, neighbors=query_set(neighbors, "test"))
-    val_scores = holdout.score(split.X_train[rows.val], output.val.labels, neighbors=query_set(neighbors, "val"))
+    val_scores = holdout.score(calibration.X_val, output.val.labels, neighbors=query_set(neighbors, "val"))
     return MethodOutput(
         output.name,
         output.features,

@@ -19,16 +19,28 @@ from ..errors import InvalidDataError, InvalidParameterError
 from ..progress import blocks, track
 from ..validation import check_features, check_queries
 from .exact import ExactIndex, rerank, rounding_bound
+from .grouped_cells import GroupedCellIndex
 from .index import NeighborIndex
-from .registry import EXACT, check_backend, resolve
+from .registry import EXACT, backend_entry, check_backend, resolve
 from .screening import screening_queries, screening_rows
 
 CHUNK = 16
 """Rows of one group whose screening distances are reduced to one minimum."""
-AUTO_EXACT_MAX_ROWS = 1_000_000
-"""``auto`` searches exactly up to this many training rows, well beyond the kNN graph's threshold: on
-20,000 queries in 10 groups exact search took 3.5 s at 200,000 rows and 22.7 s at 1,000,000, one
-nndescent search per group 9.9 s and 28.8 s while finding the same nearest row for 75 % and 60 %."""
+AUTO_EXACT_MAX_ROWS = 300_000
+"""``auto`` searches exactly up to this many training rows, by cells beyond (:mod:`pll.neighbors.grouped_cells`).
+``benchmarks/grouped_search.py`` on this 2-core machine (20 class sets of the scale benchmark's table, 20,000
+queries; seconds exact / cells build + query; how often the trust score ``ξ`` stays on the same side of 1.5):
+
+=============  ===========  ===========  ===========  ===========
+training rows  80,000       200,000      400,000      800,000
+seconds        3.3 / 3.2    6.5 / 6.4    13.1 / 8.0   26.5 / 13.1
+same side      1.0000       1.0000       0.9962       0.9929
+=============  ===========  ===========  ===========  ===========
+
+Up to about 10,000 rows per set the cells probed are most of the set and save nothing; beyond, exact search
+grows with the rows and the cells do not (a pipeline run also queries ten times as many rows against one
+build).  One pynndescent index per set was slower than exact search at 1,000,000 rows and found the same
+nearest row for 60 % of the queries."""
 # Training slots screened by one matrix product (a multiple of CHUNK).
 _TILE_ROWS = 4096
 # Bytes a block of queries may hold in chunk minima, and again in screening values.
@@ -47,10 +59,12 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
     X_query : array of shape (n_queries, d) or None
         None: the training rows, each excluded from its own group by index.
     backend : {"auto", "exact", "nndescent", "dask"}
-        ``exact`` searches all groups in one pass (see the module); the
-        others run one :class:`~pll.neighbors.NeighborIndex` search per group;
-        ``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS` training rows
-        (its option ``exact_max_rows``).
+        ``exact`` searches all groups in one pass (see the module);
+        ``nndescent`` and ``dask`` run one :class:`~pll.neighbors.NeighborIndex`
+        search per group; ``auto`` is ``exact`` up to :data:`AUTO_EXACT_MAX_ROWS`
+        training rows (its option ``exact_max_rows``), beyond that the cell
+        search of :mod:`pll.neighbors.grouped_cells` (approximate: a distance
+        is never below the exact one).
     exclude : int array of shape (n_queries,), optional
         With ``X_query``: a training row never returned for each query, -1 for
         none (e.g. training rows given as queries, each excluding itself).
@@ -92,10 +106,12 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
             raise InvalidDataError(f"exclude must be an int array of shape ({Q.shape[0]},), got {exclude.shape}")
         exclude = exclude.astype(np.int64)
     check_backend(backend, options)
-    backend, options = resolve(backend, options, X_train.shape[0], AUTO_EXACT_MAX_ROWS)
-    if backend == EXACT:
+    picked, options = resolve(backend, options, X_train.shape[0], AUTO_EXACT_MAX_ROWS)
+    if picked == EXACT:
         return GroupedExactIndex(X_train, groups, n_groups).search(Q, exclude)
-    return _search_each_group(X_train, groups, n_groups, Q, exclude, backend, options)
+    if backend_entry(backend).index is None:  # auto, beyond its exact threshold
+        return GroupedCellIndex(X_train, groups, n_groups, random_state=options.get("random_state", 0)).search(Q, exclude)
+    return _search_each_group(X_train, groups, n_groups, Q, exclude, picked, options)
 
 
 def _search_each_group(X_train, groups, n_groups, Q, exclude, backend, options):

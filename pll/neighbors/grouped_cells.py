@@ -1,0 +1,171 @@
+"""Approximate nearest row of every group: each group cut into cells, each query searching the cells nearest it.
+
+What a trust score needs at scale (:func:`~pll.neighbors.nearest_by_group`
+with ``auto`` beyond its exact threshold): for every query, its nearest row in
+each of ``l`` groups.  Exact search costs ``n_queries × n_train × d``
+whatever the groups; one approximate index per group (pynndescent) is built
+for queries like its rows and finds, for a query far outside the group, the
+same nearest row only 60–75 % of the time.
+
+Here each group's rows are split into cells of about :data:`CELL_ROWS` rows
+by a few Lloyd iterations (k-means) on the group alone, and a query searches
+exactly the :data:`N_PROBE` cells of each group whose centers lie nearest it
+(the inverted-file scheme of product-quantization search, without the
+quantization).  A query's nearest row of a group lies in a cell whose center
+is near the query, so few cells hold it; the work falls to about
+``n_queries × l × N_PROBE × CELL_ROWS × d``, and the matrix products stay large
+(all queries that probe a cell are searched against it at once).  A row that
+a query does not probe is never returned, so a distance is never below the
+exact one, and equals it when every cell of the group is probed
+(``n_probe >= n_cells``, e.g. groups of at most ``n_probe × cell_rows`` rows).
+A query whose probed cells hold only its excluded row (a training row
+scored against its own set) searches that group exactly.
+Candidates are screened in float32 and the chosen row of each group is
+reranked in float64 (:func:`~pll.neighbors.exact.rerank`), as every backend
+returns distances.  ``benchmarks/trust_class_sets.py`` measures its agreement
+with exact search.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..progress import blocks, track
+from .exact import ExactIndex, rerank
+from .screening import screening_queries, screening_rows
+
+CELL_ROWS = 256
+"""Rows per cell, on average: the unit of exact search."""
+N_PROBE = 32
+"""Cells of each group a query searches."""
+LLOYD_ITERATIONS = 4
+"""k-means iterations that place the cells of a group (from centers drawn among its rows)."""
+# Queries searched together: their screening values against one cell stay small.
+_QUERY_BLOCK = 16_384
+
+
+def _cells(X, n_cells, rng):
+    """Centers (float64, shape (n_cells, d)) and the cell of each row of ``X``: Lloyd's iterations from sampled rows."""
+    centers = X[rng.choice(X.shape[0], n_cells, replace=False)].astype(np.float64)
+    for _ in range(LLOYD_ITERATIONS + 1):
+        sq = np.einsum("ij,ij->i", centers, centers)
+        cell = np.argmin(sq[None, :] - 2.0 * X @ centers.T, axis=1)
+        counts = np.bincount(cell, minlength=n_cells)
+        sums = np.zeros_like(centers)
+        np.add.at(sums, cell, X)
+        filled = counts > 0
+        centers[filled] = sums[filled] / counts[filled, None]  # an empty cell keeps its center
+    return centers, cell
+
+
+class GroupedCellIndex:
+    """Each group's rows in cells; queries search the ``n_probe`` nearest cells of every group (see the module).
+
+    Parameters
+    ----------
+    X_train : array of shape (n_train, d), float64
+    groups : int64 array of shape (n_train,)
+        Group of each row in ``[0, n_groups)``; -1 for none.
+    n_groups : int
+    cell_rows : int, default=:data:`CELL_ROWS`
+    n_probe : int, default=:data:`N_PROBE`
+    random_state : int, default=0
+        Seeds the cells' initial centers.
+    """
+
+    def __init__(self, X_train, groups, n_groups, *, cell_rows=CELL_ROWS, n_probe=N_PROBE, random_state=0):
+        self.X_train, self.n_groups, self.n_probe = X_train, n_groups, n_probe
+        rng = np.random.default_rng(random_state)
+        self.center = X_train[groups >= 0].mean(axis=0) if (groups >= 0).any() else np.zeros(X_train.shape[1])
+        centers, cell_rows_of, cell_group = [], [], []
+        for g in range(n_groups):
+            members = np.flatnonzero(groups == g)
+            if members.size == 0:
+                continue
+            n_cells = max(1, -(-members.size // cell_rows))
+            found, cell = _cells(X_train[members] - self.center, n_cells, rng)
+            order = np.argsort(cell, kind="stable")
+            bounds = np.searchsorted(cell[order], np.arange(n_cells + 1))
+            for c in range(n_cells):
+                if bounds[c] < bounds[c + 1]:
+                    centers.append(found[c])
+                    cell_rows_of.append(members[order[bounds[c] : bounds[c + 1]]])
+                    cell_group.append(g)
+        d = X_train.shape[1]
+        self.centers = np.array(centers).reshape(-1, d)
+        self.cell_group = np.array(cell_group, dtype=np.int64)
+        self.cell_rows = cell_rows_of
+        self.screening = [screening_rows(X_train[rows], self.center)[0] for rows in cell_rows_of]
+
+    def search(self, Q, exclude):
+        """Approximate nearest row of every group for each row of ``Q`` (the contract of :func:`nearest_by_group`).
+
+        ``exclude`` (int array of shape (n_queries,), -1 for none) names a
+        training row never returned for each query.
+        """
+        n_query = Q.shape[0]
+        indices = np.full((n_query, self.n_groups), -1, dtype=np.int64)
+        distances = np.full((n_query, self.n_groups), np.inf)
+        if not self.cell_rows:
+            return indices, distances
+        for block in track(blocks(n_query, _QUERY_BLOCK), "cell search per group"):
+            rows = np.arange(block.start, block.stop)
+            indices[rows] = self._candidates(Q[rows], exclude[rows])
+        for g in range(self.n_groups):
+            found = indices[:, g] >= 0
+            idx, dist = rerank(self.X_train, Q[found], indices[found, g : g + 1], 1)
+            indices[found, g], distances[found, g] = idx[:, 0], dist[:, 0]
+            self._search_unfound(g, Q, exclude, np.flatnonzero(~found), indices, distances)
+        return indices, distances
+
+    def _search_unfound(self, g, Q, exclude, queries, indices, distances):
+        """Exact search of group ``g`` for queries whose probed cells held nothing but their excluded row.
+
+        So a group with a row to offer always gives one, as in exact search.
+        """
+        members = np.sort(np.concatenate([self.cell_rows[c] for c in np.flatnonzero(self.cell_group == g)] or [[]]))
+        members = members.astype(np.int64)
+        if queries.size == 0 or members.size == 0:
+            return
+        local = np.searchsorted(members, exclude[queries])
+        own = (local < members.size) & (members[np.minimum(local, members.size - 1)] == exclude[queries])
+        idx, dist = ExactIndex(self.X_train[members]).search(Q[queries], 1, np.where(own, local, -1))
+        indices[queries, g] = np.where(idx[:, 0] >= 0, members[np.maximum(idx[:, 0], 0)], -1)
+        distances[queries, g] = dist[:, 0]
+
+    def _candidates(self, Q, exclude):
+        """The screened nearest row of every group among the probed cells, shape (n, n_groups); -1 for none."""
+        n = Q.shape[0]
+        B, _ = screening_queries(Q, self.center)
+        best = np.full((n, self.n_groups), np.inf, dtype=np.float32)
+        chosen = np.full((n, self.n_groups), -1, dtype=np.int64)
+        centered = Q - self.center
+        sq_centers = np.einsum("ij,ij->i", self.centers, self.centers)
+        for g in range(self.n_groups):
+            cells = np.flatnonzero(self.cell_group == g)
+            if cells.size == 0:
+                continue
+            probe = min(self.n_probe, cells.size)
+            if probe < cells.size:  # the cells whose centers are nearest (squared distance less |q|^2)
+                to_center = sq_centers[cells][None, :] - 2.0 * centered @ self.centers[cells].T
+                near = np.argpartition(to_center, probe - 1, axis=1)[:, :probe]
+            else:
+                near = np.broadcast_to(np.arange(cells.size), (n, cells.size))
+            queries = np.repeat(np.arange(n), probe)
+            probed = cells[near.ravel()]
+            order = np.argsort(probed, kind="stable")
+            probed, queries = probed[order], queries[order]
+            starts = np.flatnonzero(np.r_[True, probed[1:] != probed[:-1]])
+            for lo, hi in zip(starts, np.r_[starts[1:], probed.size]):
+                c, q = probed[lo], queries[lo:hi]
+                values = B[q] @ self.screening[c].T  # |x|^2 - 2 q.x: the squared distance less |q|^2
+                members = self.cell_rows[c]
+                mine = exclude[q] >= 0
+                if mine.any():
+                    values[mine] = np.where(members[None, :] == exclude[q[mine], None], np.inf, values[mine])
+                j = values.argmin(axis=1)
+                value = values[np.arange(q.size), j]
+                better = value < best[q, g]
+                best[q[better], g] = value[better]
+                chosen[q[better], g] = members[j[better]]
+        return chosen

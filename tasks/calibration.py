@@ -1,0 +1,17 @@
+"""Hold-out split stage: :func:`pll.experiment.calibration_split`, where every calibration happens, as a Prefect task."""
+
+from __future__ import annotations
+
+from prefect import task
+
+from pll import experiment
+from pll.experiment import CalibrationSplit
+from tasks.caching import CACHED, RETRIES
+from tasks.progress import logged_progress
+
+
+@task(name="calibration-split", **CACHED, **RETRIES, task_run_name="calibration-split-{features}")
+def calibration_split(ds, rows, features: str, k: int, knn_backend: str, knn_options: dict | None) -> CalibrationSplit:
+    """Features and a kNN index fitted on the fitting rows alone; validation and test rows as new rows."""
+    with logged_progress():
+        return experiment.calibration_split(ds, rows, features, k, knn_backend, knn_options)

@@ -1,0 +1,66 @@
+"""The approximate nearest row per group of ``auto`` at scale: cells searched exactly, never below the exact distance."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pll.data.synthetic import make_partial_label_table
+from pll.neighbors import nearest_by_group
+from pll.neighbors.grouped_cells import GroupedCellIndex
+from tests.test_neighbors_grouped import oracle
+
+
+@st.composite
+def cases(draw):
+    """Up to 200 continuous rows in up to 4 groups, cells of a few rows, queries new or the rows themselves."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n, d, n_groups = draw(st.integers(1, 200)), draw(st.integers(1, 5)), draw(st.integers(1, 4))
+    X = rng.normal(size=(n, d))
+    groups = rng.integers(-1, n_groups, size=n)
+    Q = rng.normal(size=(draw(st.integers(1, 15)), d)) if draw(st.booleans()) else None
+    return X, groups, n_groups, Q, draw(st.integers(1, 20)), draw(st.integers(1, 4))
+
+
+def search(X, groups, n_groups, Q, cell_rows, n_probe):
+    queries, exclude = (X, np.arange(X.shape[0])) if Q is None else (Q, np.full(Q.shape[0], -1))
+    return GroupedCellIndex(X, groups, n_groups, cell_rows=cell_rows, n_probe=n_probe).search(queries, exclude)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_never_nearer_than_the_exact_row_and_exact_when_every_cell_is_probed(case):
+    X, groups, n_groups, Q, cell_rows, n_probe = case
+    expected_indices, expected = oracle(X, groups, n_groups, Q)
+    indices, distances = search(X, groups, n_groups, Q, cell_rows, n_probe)
+    # A group is found exactly when it has rows to offer; its distance is that of the row returned.
+    np.testing.assert_array_equal(indices >= 0, expected_indices >= 0)
+    found = indices >= 0
+    assert np.all(distances[found] >= expected[found] * (1 - 1e-12))
+    queries = X if Q is None else Q
+    rows = np.nonzero(found)
+    np.testing.assert_allclose(distances[found], np.linalg.norm(queries[rows[0]] - X[indices[found]], axis=1),
+                               rtol=1e-12, atol=1e-12)
+    if Q is None:
+        assert not (indices == np.arange(X.shape[0])[:, None]).any()  # a row is never its own nearest
+    everything = search(X, groups, n_groups, Q, cell_rows, n_probe=X.shape[0])  # every cell probed
+    np.testing.assert_allclose(everything[1], expected, rtol=1e-12)
+
+
+def test_on_overlapping_classes_it_finds_the_exact_row_for_nearly_every_query():
+    table = make_partial_label_table(12_000, random_state=1)
+    X = table[[c for c in table.columns if c.startswith("x")]].to_numpy(np.float64)
+    groups = table["label"].astype(int).to_numpy()
+    X_train, Q = X[:10_000], X[10_000:]
+    exact = nearest_by_group(X_train, groups[:10_000], 20, Q)
+    cells = GroupedCellIndex(X_train, groups[:10_000], 20, cell_rows=128).search(Q, np.full(len(Q), -1))
+    assert (cells[0] == exact[0]).mean() > 0.9
+    assert np.median(cells[1] / exact[1]) == 1.0
+
+
+def test_empty_groups_give_no_row():
+    X = np.arange(10.0)[:, None]
+    groups = np.array([0] * 5 + [-1] * 5)
+    indices, distances = GroupedCellIndex(X, groups, 3, cell_rows=2, n_probe=1).search(np.array([[4.4]]), np.array([-1]))
+    assert indices[0, 0] == 4 and distances[0, 0] == pytest.approx(0.4, rel=1e-12)
+    assert indices[0, 1:].tolist() == [-1, -1] and np.isinf(distances[0, 1:]).all()
