@@ -344,14 +344,18 @@ def audit_dataset(ds, *, features="minmax", n_neighbors=10, knn="exact", knn_par
     """:func:`audit_bags` of a data set's rows, in the features of pipeline ``features`` fitted on all rows.
 
     What ``pll audit`` runs.  The feature pipeline searches its own neighbors
-    (if it does) with the same backend.
+    (if it does) with the same backend.  Rows with keys (a CSV or Parquet
+    ``id`` column) also get their key, column ``id`` after ``row``.
     """
     from .features import make_features
     from .neighbors import use_backend
 
     transformer = use_backend(make_features(features), knn, knn_params)
     X = np.asarray(transformer.fit_transform(ds.X), dtype=np.float64)
-    return audit_bags(X, ds.S, n_neighbors=n_neighbors, knn=knn, knn_params=knn_params, classes=ds.classes)
+    table = audit_bags(X, ds.S, n_neighbors=n_neighbors, knn=knn, knn_params=knn_params, classes=ds.classes)
+    if ds.ids is not None:
+        table.insert(1, "id", ds.ids[table["row"].to_numpy()])
+    return table
 
 
 def audit_metrics(table, ds) -> dict:

@@ -38,6 +38,9 @@ TABLE_FORMATS = (".csv", ".parquet")
 ROW = "row"
 REVIEW_SUFFIX = ".review.parquet"
 REVIEW_NEIGHBORS = 3
+OUTPUT_COLUMNS = (ROW, CANDIDATES, "label", "accept", "score", "guess", "reason", "set", "set_size", "neighbor_rows",
+                  "neighbor_ids", "neighbor_bags", "neighbor_distances")
+"""Columns of every scored output, which no feature of a model may be named (per-class and evidence columns aside)."""
 """Nearest training rows shown with each scored row (:func:`neighbor_columns`)."""
 
 
@@ -88,6 +91,9 @@ class FittedModel:
         The model's quality on its hold-out (:func:`evaluate_holdout`): reject
         option -> metric -> value, so that a model shows what it is worth
         wherever it goes; None for a model pickled before they were kept.
+    training_ids : ndarray of shape (n,) or None
+        The training rows' keys (the training table's ``id`` column), which
+        name the nearest training rows of scored rows (``neighbor_ids``).
     """
 
     method: str
@@ -101,6 +107,7 @@ class FittedModel:
     set_predictor: SetPredictor | None = None
     calibration: dict | None = None
     holdout_metrics: dict | None = None
+    training_ids: np.ndarray | None = None
 
     @property
     def threshold(self):
@@ -138,7 +145,8 @@ class FittedModel:
         frame = result.to_frame(self.classes).drop(columns=[ROW, "y_true"])
         frame["label"] = self.classes[result.labels]
         if neighbors is not None:
-            frame = frame.assign(**neighbor_columns(neighbors, self.estimator.S_train_, self.classes))
+            frame = frame.assign(**neighbor_columns(neighbors, self.estimator.S_train_, self.classes,
+                                                    ids=self.training_ids))
         if self.set_predictor is not None:
             sets = self.set_predictor.predict_sets(X, candidates)
             frame["set"], frame["set_size"] = set_labels(sets, self.classes), sets.sum(axis=1)
@@ -151,24 +159,26 @@ class FittedModel:
         return self.estimator._neighbors_for(Xt, None)
 
 
-def neighbor_columns(neighbors, S_train, classes, n=None) -> dict:
+def neighbor_columns(neighbors, S_train, classes, n=None, ids=None) -> dict:
     """What a reviewer compares a row with: its nearest training rows, their bags and distances.
 
     Columns of lists, nearest first, ``n`` (default :data:`REVIEW_NEIGHBORS`)
     per row: ``neighbor_rows``, the training rows' positions in the training
-    data (0-based, in file order, as ``pll audit`` names them);
-    ``neighbor_bags``, their candidate labels joined by ``|``;
-    ``neighbor_distances``, in the model's features.
+    data (0-based, in file order after any protocol's row filter, as
+    ``pll audit`` names them); ``neighbor_ids``, their keys, when the training
+    table had an ``id`` column (``ids``); ``neighbor_bags``, their candidate
+    labels joined by ``|``; ``neighbor_distances``, in the model's features.
     """
     n = REVIEW_NEIGHBORS if n is None else n
     rows = np.asarray(neighbors.indices[:, :n], dtype=np.int64)
     shown, where = np.unique(rows, return_inverse=True)  # name each bag shown once, not every training bag
     bags = set_labels(S_train[shown], classes)[where.reshape(rows.shape)]
-    return {
-        "neighbor_rows": list(rows),
-        "neighbor_bags": [list(row) for row in bags],
-        "neighbor_distances": list(np.asarray(neighbors.distances[:, :n], dtype=np.float64)),
-    }
+    out = {"neighbor_rows": list(rows)}
+    if ids is not None:
+        out["neighbor_ids"] = [list(row) for row in np.asarray(ids, dtype=object)[rows]]
+    out["neighbor_bags"] = [list(row) for row in bags]
+    out["neighbor_distances"] = list(np.asarray(neighbors.distances[:, :n], dtype=np.float64))
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -345,7 +355,7 @@ def fit_model(ds, method, params=None, features="minmax", random_state=None, thr
     """
     check_reject_options(threshold, reject_lambda, conformal_alpha)
     names = tuple(feature_names(ds))
-    check_no_clash(names, (ROW, CANDIDATES, "label", "accept", "score", "guess", "set", "set_size"), ds.name)
+    check_no_clash(names, OUTPUT_COLUMNS, ds.name)
     transformer = use_backend(make_features(features), knn, knn_params)
     X = np.asarray(transformer.fit_transform(ds.X), dtype=np.float64)
     estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_params, keep=params or {})
@@ -358,7 +368,7 @@ def fit_model(ds, method, params=None, features="minmax", random_state=None, thr
         threshold = calibration["threshold"]
     threshold = None if threshold is None else float(threshold)
     return FittedModel(method, estimator, transformer, features, names, classes, ds.fingerprint(), threshold,
-                       set_predictor, calibration, evaluate_holdout(ds, holdout, threshold, set_predictor))
+                       set_predictor, calibration, evaluate_holdout(ds, holdout, threshold, set_predictor), ds.ids)
 
 
 def check_reject_options(threshold=None, reject_lambda=None, conformal_alpha=None):
@@ -454,7 +464,7 @@ def match_features(table, names, classes, source="input"):
     """
     columns = [str(c) for c in table.columns]
     missing = [n for n in names if n not in columns]
-    unexpected = [c for c in columns if c not in names and c != CANDIDATES]
+    unexpected = [c for c in columns if c not in names and c not in (CANDIDATES, tabular.ID)]
     if missing or unexpected:
         parts = []
         if missing:
@@ -470,7 +480,7 @@ def match_features(table, names, classes, source="input"):
         raise InvalidDataError(f"{source}: the table has no rows")
     table = table.set_axis(columns, axis=1)
     ordered = table[list(names)].assign(**{CANDIDATES: table[CANDIDATES] if CANDIDATES in columns else None})
-    X, S, _, _, _ = tabular.table_arrays(source, ordered, classes)
+    X, S, _, _, _, _ = tabular.table_arrays(source, ordered, classes)
     return X, (S if CANDIDATES in columns else None)
 
 

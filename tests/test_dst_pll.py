@@ -17,8 +17,8 @@ from pll.neighbors import NeighborResult
 HALF = Fraction(1, 2)
 
 
-def yager_oracle(s_tilde, bags):
-    """Yager's rule as the paper states it: start {s̃: 1}, multiply out each bpa, move ∅ onto s̃."""
+def conjunctive(s_tilde, bags):
+    """The conjunctive combination as the paper states it: start {s̃: 1}, multiply out each bpa (∅ kept)."""
     m = {s_tilde: Fraction(1)}
     for bag in bags:
         r = s_tilde & bag
@@ -28,6 +28,12 @@ def yager_oracle(s_tilde, bags):
             for b, mass_b in bpa.items():
                 combined[a & b] += mass_a * mass_b
         m = dict(combined)
+    return m
+
+
+def yager_oracle(s_tilde, bags):
+    """Yager's rule as the paper states it: the conjunctive combination, then ∅ moved onto s̃."""
+    m = conjunctive(s_tilde, bags)
     conflict = m.pop(frozenset(), Fraction(0))
     m[s_tilde] = m.get(s_tilde, Fraction(0)) + conflict
     return m
@@ -193,15 +199,7 @@ def test_many_focal_sets_grow_the_kernel_tables():
 
 def unnormalised_masses(s_tilde, bags):
     """The conjunctive combination before Yager's rule moves ∅ onto s̃: the masses of ∅ and of s̃."""
-    m = {s_tilde: Fraction(1)}
-    for bag in bags:
-        r = s_tilde & bag
-        bpa = {s_tilde: Fraction(1)} if not r or r == s_tilde else {s_tilde: HALF, r: HALF}
-        combined = defaultdict(Fraction)
-        for a, mass_a in m.items():
-            for b, mass_b in bpa.items():
-                combined[a & b] += mass_a * mass_b
-        m = dict(combined)
+    m = conjunctive(s_tilde, bags)
     return m.get(frozenset(), Fraction(0)), m.get(s_tilde, Fraction(0))
 
 

@@ -816,3 +816,31 @@ def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
     assert missing.returncode == 2
     assert "models:/m-0000" in missing.stderr and "Traceback" not in missing.stderr
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_training_keys_name_the_neighbors_and_scoring_keys_pass_through(tmp_path):
+    """An ``id`` column is a row key, never a feature: it names the nearest training rows and the audit's rows."""
+    import pll
+    from pll.audit import audit_dataset
+
+    ds = synthetic()
+    keys = [f"order-{i:03d}" for i in range(ds.n_rows)]
+    table = pd.DataFrame(ds.X, columns=["height", "weight", "age"]).assign(
+        candidates=["|".join(CLASSES[row]) for row in ds.S], id=keys)
+    table.to_csv(tmp_path / "train.csv", index=False)
+    loaded = pll.load_dataset(tmp_path / "train.csv")
+    assert loaded.info["feature_names"] == ["height", "weight", "age"] and loaded.ids.tolist() == keys
+    assert loaded.fingerprint() == ds.fingerprint()  # keys are not data
+    fitted = fit_model(loaded, "dst_pll", random_state=0)
+    query = query_table(fitted).assign(id=[f"new-{i}" for i in range(40)])
+    scored = scored_table(query, fitted.predict_frame(query))
+    rows = np.stack(scored["neighbor_rows"].to_numpy())
+    assert [list(k) for k in scored["neighbor_ids"]] == [[keys[r] for r in row] for row in rows]
+    assert scored["id"].tolist() == query["id"].tolist()
+    audit = audit_dataset(loaded)
+    assert list(audit.columns[:2]) == ["row", "id"]
+    assert audit["id"].tolist() == [keys[r] for r in audit["row"]]
+    table.loc[7, "id"] = keys[2]
+    table.to_csv(tmp_path / "repeated.csv", index=False)
+    with pytest.raises(DataFileError, match=r"line 9, row 7: column 'id': the key 'order-002' is used by an earlier row"):
+        pll.load_dataset(tmp_path / "repeated.csv")

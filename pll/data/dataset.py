@@ -34,6 +34,10 @@ class PartialLabelDataset:
     info : dict
         What a loader found out about the source (format, dropped features, ...).
         Its ``source`` entry, when present, names the file in error messages.
+    ids : ndarray of shape (n,), or None
+        Row keys from the source (a CSV or Parquet ``id`` column), shown where
+        rows are named (``pll score``'s neighbors, ``pll audit``); not data:
+        the fingerprint leaves them out.
 
     Examples
     --------
@@ -51,6 +55,7 @@ class PartialLabelDataset:
     allow_empty_bags: bool = False
     allow_true_label_outside: bool = False
     info: dict = field(default_factory=dict)
+    ids: np.ndarray | None = None
 
     def __post_init__(self):
         X, S, y, classes = validate_arrays(
@@ -66,6 +71,11 @@ class PartialLabelDataset:
         object.__setattr__(self, "S", S)
         object.__setattr__(self, "y", y)
         object.__setattr__(self, "classes", classes)
+        if self.ids is not None:
+            ids = np.asarray(self.ids, dtype=object)
+            if ids.shape != (X.shape[0],):
+                raise InvalidDataError(f"{self.name}: {X.shape[0]} rows but row keys of shape {ids.shape}")
+            object.__setattr__(self, "ids", ids)
 
     @property
     def n_rows(self) -> int:
@@ -94,6 +104,7 @@ class PartialLabelDataset:
                 else allow_true_label_outside
             ),
             info={**self.info, **info},
+            ids=self.ids,
         )
 
     def subset(self, rows):
@@ -107,6 +118,7 @@ class PartialLabelDataset:
             allow_empty_bags=self.allow_empty_bags,
             allow_true_label_outside=self.allow_true_label_outside,
             info=dict(self.info),
+            ids=None if self.ids is None else self.ids[rows],
         )
 
     def fingerprint(self) -> str:

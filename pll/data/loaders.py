@@ -136,7 +136,7 @@ def _existing_file(key):
 def _load_file(path, flags, classes, variables):
     fmt = path.suffix.lower()[1:]
     info = {"format": fmt, "source": str(path)}
-    where = at_row
+    where, ids = at_row, None
     if fmt == "mat":
         X, S, y, found = read_palm_mat(path, variables)
         classes = np.arange(S.shape[1]).astype(str)
@@ -147,10 +147,10 @@ def _load_file(path, flags, classes, variables):
     else:
         frame = read_table(path)
         where = row_locator(path, len(frame)) if fmt == "csv" else at_row
-        X, S, y, classes, found = table_arrays(path, frame, classes, where)
+        X, S, y, classes, found, ids = table_arrays(path, frame, classes, where)
     if where is not at_row:  # a text file: validate here to name the line of a bad row
         X, S, y, classes = validate_arrays(X, S, y, classes, source=str(path), where=where, **flags)
-    return PartialLabelDataset(X, S, y, classes, path.stem, **flags, info={**info, **found})
+    return PartialLabelDataset(X, S, y, classes, path.stem, **flags, info={**info, **found}, ids=ids)
 
 
 def _load_builtin(name, flags):

@@ -80,6 +80,7 @@ def dst_pll_protocol(ds, coverage=0.95) -> PartialLabelDataset:
         allow_empty_bags=ds.allow_empty_bags,
         allow_true_label_outside=ds.allow_true_label_outside,
         info=info,
+        ids=None if ds.ids is None else ds.ids[rows],
     )
 
 

@@ -19,6 +19,8 @@ from .dataset import at_row
 
 CANDIDATES = "candidates"
 LABEL = "label"
+ID = "id"
+"""An optional column of row keys: not a feature (a key in a distance would only mislead), shown where rows are named."""
 SEPARATOR = "|"
 
 
@@ -64,7 +66,9 @@ def table_arrays(path, frame, classes=None, where=at_row):
     -------
     X : ndarray of shape (n, d), S : bool ndarray of shape (n, l),
     y : int ndarray of shape (n,) or None, classes : ndarray of shape (l,) of str,
-    info : dict
+    info : dict, ids : ndarray of shape (n,) of str, or None
+        ``ids``: the :data:`ID` column as text, when the table has one; its
+        keys must be present and unique.
     """
     if CANDIDATES not in frame.columns:
         raise DataFileError(
@@ -87,12 +91,25 @@ def table_arrays(path, frame, classes=None, where=at_row):
     if labels is not None:
         _all_known(path, where, LABEL, enumerate(labels), index)
         y = np.fromiter((index[name] for name in labels), dtype=np.int64, count=len(labels))
-    features = [c for c in frame.columns if c not in (CANDIDATES, LABEL)]
+    features = [c for c in frame.columns if c not in (CANDIDATES, LABEL, ID)]
     X = np.column_stack([_numeric(path, where, frame[c]) for c in features]) if features else np.empty((len(frame), 0))
     if X.shape[1] == 0:
-        raise DataFileError(f"{path}: no feature columns besides {CANDIDATES!r} and {LABEL!r}")
+        raise DataFileError(f"{path}: no feature columns besides {CANDIDATES!r}, {LABEL!r} and {ID!r}")
     info = {"feature_names": [str(c) for c in features], "declared_classes": declared}
-    return X, S, y, np.asarray(classes, dtype=str), info
+    return X, S, y, np.asarray(classes, dtype=str), info, _ids(path, where, frame[ID]) if ID in frame.columns else None
+
+
+def _ids(path, where, column):
+    """The row keys as text; a missing or repeated key is an error naming its row."""
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise DataFileError(f"{path}, {where(int(np.argmax(missing)))}: column {ID!r}: the row key is missing")
+    ids = column.astype(str).to_numpy(dtype=object)
+    repeated = pd.Series(ids).duplicated().to_numpy()
+    if repeated.any():
+        row = int(np.argmax(repeated))
+        raise DataFileError(f"{path}, {where(row)}: column {ID!r}: the key {ids[row]!r} is used by an earlier row")
+    return ids
 
 
 def _bag(path, where, row, value):

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import InvalidDataError, InvalidParameterError
 from ..progress import blocks, track
 from ..validation import check_features, check_queries
-from .exact import ExactIndex, rerank, rounding_bound
+from .exact import nearest_among, rerank, rounding_bound
 from .grouped_cells import GroupedCellIndex
 from .index import NeighborIndex
 from .registry import EXACT, backend_entry, check_backend, resolve
@@ -234,8 +234,4 @@ class GroupedExactIndex:
         """Exact search of group ``g`` for queries whose screening left near-ties across chunks."""
         members = self.rows[self.group_chunks[g] * CHUNK : self.group_chunks[g + 1] * CHUNK]
         members = members[members >= 0]
-        local = np.searchsorted(members, exclude[queries])
-        found = (local < members.size) & (members[np.minimum(local, members.size - 1)] == exclude[queries])
-        idx, dist = ExactIndex(self.X_train[members]).search(Q[queries], 1, np.where(found, local, -1))
-        indices[queries, g] = np.where(idx[:, 0] >= 0, members[idx[:, 0]], -1)
-        distances[queries, g] = dist[:, 0]
+        indices[queries, g], distances[queries, g] = nearest_among(self.X_train, members, Q[queries], exclude[queries])

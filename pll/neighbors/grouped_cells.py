@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..progress import blocks, track
-from .exact import ExactIndex, rerank
+from .exact import nearest_among, rerank
 from .screening import screening_queries, screening_rows
 
 CELL_ROWS = 256
@@ -123,15 +123,11 @@ class GroupedCellIndex:
 
         So a group with a row to offer always gives one, as in exact search.
         """
-        members = np.sort(np.concatenate([self.cell_rows[c] for c in np.flatnonzero(self.cell_group == g)] or [[]]))
-        members = members.astype(np.int64)
-        if queries.size == 0 or members.size == 0:
+        cells = np.flatnonzero(self.cell_group == g)
+        if queries.size == 0 or cells.size == 0:
             return
-        local = np.searchsorted(members, exclude[queries])
-        own = (local < members.size) & (members[np.minimum(local, members.size - 1)] == exclude[queries])
-        idx, dist = ExactIndex(self.X_train[members]).search(Q[queries], 1, np.where(own, local, -1))
-        indices[queries, g] = np.where(idx[:, 0] >= 0, members[np.maximum(idx[:, 0], 0)], -1)
-        distances[queries, g] = dist[:, 0]
+        members = np.sort(np.concatenate([self.cell_rows[c] for c in cells]))
+        indices[queries, g], distances[queries, g] = nearest_among(self.X_train, members, Q[queries], exclude[queries])
 
     def _candidates(self, Q, exclude):
         """The screened nearest row of every group among the probed cells, shape (n, n_groups); -1 for none."""
