@@ -190,3 +190,13 @@ def test_small_and_staged_runs_compute_the_same(prefect_harness, tracking_uri):
     assert any(n.startswith("protocol-") for n in names[whole["run_id"]])
     assert "method-pl_knn" not in names[whole["run_id"]]
     assert {"method-pl_knn", "trust-pl_aknn", "neighbors-minmax"} <= names[staged["run_id"]]
+
+
+def test_staged_run_without_conformal_sets_still_calibrates_on_the_hold_out_split(prefect_harness, tracking_uri):
+    """With ``conformal_alpha=None`` the hold-out split still serves the thresholds; both paths agree."""
+    kwargs = dict(dataset="iris", seed=2, methods=["dst_pll"], conformal_alpha=None, tracking_uri=tracking_uri,
+                  experiment="no-sets")
+    whole, staged = pipeline(**kwargs), pipeline(**kwargs, stage_tasks=True)
+    pd.testing.assert_frame_equal(whole["metrics"], staged["metrics"])
+    assert set(staged["metrics"]["reject"]) == {"native", "trust"}
+    assert staged["metrics"]["cal_threshold_0.10"].notna().all()
