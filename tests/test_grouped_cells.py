@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from pll.data.synthetic import make_partial_label_table
 from pll.neighbors import nearest_by_group
+from pll.neighbors.exact import rounding_bound
 from pll.neighbors.grouped_cells import GroupedCellIndex
 from tests.test_neighbors_grouped import oracle
 
@@ -43,8 +44,14 @@ def test_never_nearer_than_the_exact_row_and_exact_when_every_cell_is_probed(cas
                                rtol=1e-12, atol=1e-12)
     if Q is None:
         assert not (indices == np.arange(X.shape[0])[:, None]).any()  # a row is never its own nearest
-    everything = search(X, groups, n_groups, Q, cell_rows, n_probe=X.shape[0])  # every cell probed
-    np.testing.assert_allclose(everything[1], expected, rtol=1e-12)
+    # Every cell probed: the exact row, but for rows the float32 screening cannot tell apart.
+    everything = search(X, groups, n_groups, Q, cell_rows, n_probe=X.shape[0])
+    members = X[groups >= 0]
+    if members.size:
+        center = members.mean(axis=0)
+        sq_q = ((queries - center) ** 2).sum(axis=1)
+        bound = 2 * rounding_bound(sq_q, ((members - center) ** 2).sum(axis=1).max(), X.shape[1], np.float32)
+        assert np.all(everything[1][found] ** 2 <= expected[found] ** 2 + np.broadcast_to(bound[:, None], found.shape)[found])
 
 
 def test_on_overlapping_classes_it_finds_the_exact_row_for_nearly_every_query():

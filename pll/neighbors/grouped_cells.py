@@ -16,8 +16,10 @@ is near the query, so few cells hold it; the work falls to about
 ``n_queries × l × N_PROBE × CELL_ROWS × d``, and the matrix products stay large
 (all queries that probe a cell are searched against it at once).  A row that
 a query does not probe is never returned, so a distance is never below the
-exact one, and equals it when every cell of the group is probed
-(``n_probe >= n_cells``, e.g. groups of at most ``n_probe × cell_rows`` rows).
+exact one; when every cell of the group is probed (``n_probe >= n_cells``,
+e.g. groups of at most ``n_probe × cell_rows`` rows) it is the exact one but
+for rows whose squared distances the float32 screening cannot tell apart
+(within its rounding bound, :func:`~pll.neighbors.exact.rounding_bound`).
 A query whose probed cells hold only its excluded row (a training row
 scored against its own set) searches that group exactly.
 Candidates are screened in float32 and the chosen row of each group is
