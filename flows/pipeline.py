@@ -212,7 +212,7 @@ def pipeline(
                    "protocol": protocol, "knn_backend": knn_backend, "conformal_alpha": conformal_alpha,
                    "truth": evaluation.truth}
         method_runs = {"context": context, "runs": plan.runs, "predictions": prediction_frames(outputs, ds, rows),
-                       "lambdas": DEFAULT_LAMBDAS, "tags": links, "run_tags": method_run_tags}
+                       "lambdas": DEFAULT_LAMBDAS, "tags": links, "run_tags": _with_fit_tags(method_run_tags, outputs)}
         method_run_ids = log_results(tracking_uri, run_id, summary, evaluation, knn, backends, method_runs, figures)
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")
@@ -224,6 +224,15 @@ def pipeline(
                 + ", ".join(f"{n} {i}" for n, i in method_run_ids.items()))
     return {"run_id": run_id, "method_run_ids": method_run_ids, "experiment": experiment,
             "tracking_uri": tracking_uri, "metrics": table, "truth": evaluation.truth}
+
+
+def _with_fit_tags(method_run_tags, outputs):
+    """Each method run's tags, plus ``pll.fit.<key>`` for what its fit reported (e.g. rounds, converged)."""
+    tags = {name: dict(t) for name, t in (method_run_tags or {}).items()}
+    for o in outputs:
+        if o.fit:
+            tags.setdefault(o.name, {}).update({f"pll.fit.{k}": str(v) for k, v in o.fit.items()})
+    return tags
 
 
 def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation):

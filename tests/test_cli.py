@@ -57,6 +57,11 @@ def test_run_with_the_strong_learners_and_every_reject_option(tmp_path):
         assert {f"{option}.risk_0.10" for option in ("native", "trust", "conformal")} <= set(method_metrics)
         assert 0.0 <= method_metrics["conformal.mean_set_size"] <= 3.0
     assert params["methods.pl_classifier.estimator"] == "hist_gradient_boosting"
+    # how the disambiguation ended is on the method run
+    (method_run,) = client.search_runs([experiment], "params.method = 'pl_classifier'")
+    tags = method_run.data.tags
+    assert 1 <= int(tags["pll.fit.rounds"]) <= 3 and tags["pll.fit.converged"] in {"True", "False"}
+    assert 0.0 <= float(tags["pll.fit.weight_change"]) <= 1.0
     # PL-kNN's features searched neighbors for IPAL; the meta-estimator's own features searched none.
     assert "knn.minmax.recall" not in metrics and "knn.minmax.query_seconds" in metrics
     assert not any(name.startswith("knn.standard.") for name in metrics)

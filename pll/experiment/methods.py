@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..methods import RejectPrediction, make_method
 from .neighbors import query_set
@@ -18,6 +18,9 @@ class MethodOutput:
     the reject option whose ``accept`` and ``score`` the test and validation
     predictions carry: ``native`` for the method's own; ``train`` carries
     the native option's (None for ``conformal``, which disambiguates nothing).
+    ``fit``: how the method's fit ended, for the run's log (the method's
+    ``fit_summary()``, e.g. :class:`~pll.PlClassifier`'s rounds; empty for
+    methods without one and for the other options).
     """
 
     name: str
@@ -26,6 +29,7 @@ class MethodOutput:
     train: RejectPrediction | None
     val: RejectPrediction
     option: str = "native"
+    fit: dict = field(default_factory=dict)
 
 
 def run_method(run, split, calibration, neighbors, seed: int) -> MethodOutput:
@@ -46,4 +50,5 @@ def run_method(run, split, calibration, neighbors, seed: int) -> MethodOutput:
         test=clf.predict_with_reject(split.X_test, neighbors=query_set(neighbors, "test")),
         train=clf.disambiguate(),
         val=holdout.predict_with_reject(calibration.X_val, neighbors=calibration.val),
+        fit=clf.fit_summary() if hasattr(clf, "fit_summary") else {},
     )
