@@ -205,6 +205,14 @@ def test_smoke_grid_is_two_builtin_datasets_two_seeds_every_method():
     assert len(grid.cells) == 2 * 2 * len(METHODS)
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks" / "grids").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_grid_parses_and_names_data_sets_that_exist(path):
+    grid = load_grid(path)
+    assert grid.cells and grid.name
+    for dataset in {c.dataset for c in grid.cells}:
+        assert "/" not in dataset or (ROOT / dataset).is_file(), dataset
+
+
 def execution_tables(grid, metrics, options=("native",)):
     """Execution key -> the table its pipeline run would log: a row per method run and option, ``metrics(cell)``."""
     return {e.key: pd.DataFrame([{"method": c.variant, "reject": o, **metrics(c)} for c in e.cells for o in options])

@@ -15,7 +15,7 @@ from sklearn.svm import SVC
 
 import pll
 from pll.errors import InvalidParameterError, NotFittedError
-from pll.methods.pl_classifier import ESTIMATORS, PlClassifier
+from pll.methods.pl_classifier import ESTIMATORS, PlClassifier, _fit_inner, _warm_startable
 
 
 def blobs(n=120, n_classes=3, seed=0):
@@ -106,6 +106,9 @@ def test_weights_are_out_of_fold_probabilities_restricted_to_the_bag(stub):
     # the same probabilities again in round 2: no change, converged
     assert clf.n_rounds_ == 2 and clf.converged_
     assert clf.weight_changes_[0] > 0.1 and clf.weight_changes_[1] == 0.0
+    # a round's change: the mean over rows of the total-variation distance between old and new weights
+    uniform = full / full.sum(axis=1, keepdims=True)
+    assert clf.weight_changes_[0] == pytest.approx(0.5 * np.abs(expected - uniform).sum(axis=1).mean())
 
     fits = FixedProba.fits
     assert len(fits) == 2 * 3 + 1  # two rounds of three folds, then the final fit
@@ -335,6 +338,35 @@ def test_estimator_by_name(name, cls):
     if name != "logistic_regression":  # lbfgs draws nothing: LogisticRegression() takes no seed
         assert clf.estimator_.random_state == 3
     assert name in ESTIMATORS and clf.predict_proba(X).shape == (60, 3)
+
+
+def test_warm_starts_only_where_they_refit_from_the_previous_solution():
+    assert _warm_startable(LogisticRegression()) and _warm_startable(SGDClassifier())
+    # ensembles have warm_start too, but there it adds members to the old ones
+    assert not _warm_startable(RandomForestClassifier()) and not _warm_startable(HistGradientBoostingClassifier())
+    X, y = blobs(90)
+    previous, _ = _fit_inner(LogisticRegression(warm_start=True, max_iter=1000), X, y, np.ones(len(y)))
+    again, classes = _fit_inner(LogisticRegression(warm_start=True), X, y, np.ones(len(y)), previous=previous)
+    assert again is previous and list(classes) == [0, 1, 2]
+    # a previous model over other labels is not continued
+    fresh, _ = _fit_inner(LogisticRegression(warm_start=True), X[y < 2], y[y < 2], np.ones((y < 2).sum()), previous=previous)
+    assert fresh is not previous
+
+
+def test_warm_started_logistic_regression_reaches_the_cold_weights():
+    """A convex fit has one solution: starting from the last round's only shortens the way there."""
+    X, y = blobs(300)
+    S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)
+    warm, cold = (PlClassifier(LogisticRegression(max_iter=5000, tol=1e-10), max_rounds=4, tol=1e-12, warm_start=w,
+                               random_state=0).fit(X, S) for w in (True, False))
+    np.testing.assert_allclose(warm.weights_, cold.weights_, atol=1e-5)
+    assert warm.weight_changes_ == pytest.approx(cold.weight_changes_, abs=1e-5)
+    assert not warm.estimator_.get_params()["warm_start"]  # the final estimator is a fresh clone of the given one
+
+
+def test_named_boosting_regularises_its_leaves():
+    """Unregularised leaves (-G/H) explode where the weights have left a class (pll/methods/pl_classifier.py)."""
+    assert ESTIMATORS["hist_gradient_boosting"](0).l2_regularization == 1.0
 
 
 def test_a_given_estimator_is_cloned_not_fitted():

@@ -181,7 +181,10 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
         :class:`pll.PlKnn` (10 neighbors, exact search on ``X`` as given — scale
         the features first) restricted to the bag and renormalised, from its
         :meth:`~pll.PlKnn.disambiguate` (each row's own bag excluded from its
-        neighbors, so it needs at least 11 rows).
+        neighbors, so it needs at least 11 rows).  ``"pl_knn"`` starts
+        closer: on bird-song (seed 0) 79 % of the training rows' largest
+        initial weights were on the true label against 63 % for uniform,
+        and boosting fitted on them reached 70 % test accuracy against 68 %.
     threshold : float in [0, 1], default=0.9
         The native reject rule: a prediction is accepted iff its probability
         is ``>= threshold`` (0.9: the rule the DST-PLL paper applies to its

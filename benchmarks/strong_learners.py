@@ -1,0 +1,102 @@
+"""Issue #19's report: the strong learners against the kNN methods, from the strong-learner grids' results.
+
+Run the grids first (each takes tens of minutes on two cores)::
+
+    .venv/bin/pll benchmark benchmarks/grids/strong_learners.yaml
+    .venv/bin/pll benchmark benchmarks/grids/strong_learners_dst_pll.yaml
+    .venv/bin/pll benchmark benchmarks/grids/strong_learners_uci.yaml
+
+then ``.venv/bin/python benchmarks/strong_learners.py [--tracking-uri URI] [grid names]``.  It reads
+the latest grid run of each name (its ``grid_metrics.csv``) and prints, per data set, for every
+method run over the 5 seeds: accuracy (mean ± std, %), ``R_0.10`` of each reject option at the
+option's own rule and at the threshold calibrated on the validation hold-out (``cal``), and two
+paired t-tests of accuracy (:func:`scipy.stats.ttest_rel`, two-sided, paired by seed): against
+DST-PLL, and against the best kNN method of that data set (PL-kNN, DST-PLL or PL A-kNN, by mean).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+
+import numpy as np
+import pandas as pd
+from mlflow.tracking import MlflowClient
+from scipy.stats import ttest_rel
+
+from pll import catalog
+from pll.tables import markdown_table
+from tasks.tracking_store import resolve_tracking_uri
+
+GRIDS = ("strong-learners", "strong-learners-dst-pll", "strong-learners-uci")
+KNN_METHODS = ("pl_knn", "dst_pll", "pl_aknn")
+OPTIONS = ("native", "trust", "conformal")
+
+
+def grid_metrics(client, experiment_id, name):
+    """The ``grid_metrics.csv`` of the latest grid run named ``grid <name>``, or None if there is none."""
+    runs = client.search_runs([experiment_id], f"attributes.run_name = 'grid {name}'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    if not runs:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        return pd.read_csv(client.download_artifacts(runs[0].info.run_id, "grid_metrics.csv", tmp))
+
+
+def paired_p(a, b):
+    """Two-sided paired t-test p-value of two seed-indexed series over their shared seeds (NaN below 2 pairs)."""
+    both = pd.concat([a, b], axis=1, join="inner").dropna()
+    if len(both) < 2:
+        return float("nan")
+    if np.allclose(both.iloc[:, 0], both.iloc[:, 1]):
+        return 1.0
+    return float(ttest_rel(both.iloc[:, 0], both.iloc[:, 1]).pvalue)
+
+
+def dataset_table(rows):
+    """One data set's rows of ``grid_metrics`` -> a table of every method run (see the module docstring)."""
+    native = rows[rows["reject"] == "native"]
+    accuracy = native.pivot_table(index="seed", columns="variant", values="accuracy")
+    base = next(c for c in accuracy if c.startswith("dst_pll"))
+    knn = [c for c in accuracy if c.split()[0] in KNN_METHODS]
+    best_knn = accuracy[knn].mean().idxmax()
+    out = []
+    for variant in accuracy:
+        acc = accuracy[variant]
+        line = {"method": variant, "n": int(acc.count()),
+                "accuracy": f"{100 * acc.mean():.1f} ± {100 * acc.std():.1f}",
+                "vs dst_pll": f"{100 * (acc - accuracy[base]).mean():+.1f} (p={paired_p(acc, accuracy[base]):.3f})",
+                "vs best kNN": f"{100 * (acc - accuracy[best_knn]).mean():+.1f} (p={paired_p(acc, accuracy[best_knn]):.3f})"}
+        for option in OPTIONS:
+            mine = rows[(rows["variant"] == variant) & (rows["reject"] == option)]
+            for column, label in (("risk_0.10", option), ("cal_risk_0.10", f"{option} cal")):
+                if column in mine and mine[column].notna().any():
+                    line[f"R_0.10 {label}"] = f"{mine[column].mean():.3f}"
+        out.append(line)
+    return pd.DataFrame(out), best_knn
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("grids", nargs="*", default=GRIDS)
+    parser.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    parser.add_argument("--experiment", default=catalog.DEFAULT_GRID_EXPERIMENT)
+    args = parser.parse_args(argv)
+    args.tracking_uri = resolve_tracking_uri(args.tracking_uri)
+    client = MlflowClient(args.tracking_uri)
+    experiment = client.get_experiment_by_name(args.experiment)
+    if experiment is None:
+        raise SystemExit(f"no experiment {args.experiment!r} at {args.tracking_uri}: run the grids first")
+    for name in args.grids:
+        table = grid_metrics(client, experiment.experiment_id, name)
+        if table is None:
+            print(f"\n## grid {name}: no run at {args.tracking_uri}\n")
+            continue
+        for (dataset, noise), rows in table.groupby(["dataset", "noise"], sort=False):
+            result, best_knn = dataset_table(rows)
+            print(f"\n## {name}: {dataset} ({noise}); best kNN method: {best_knn}\n")
+            print(markdown_table(result))
+
+
+if __name__ == "__main__":
+    main()
