@@ -7,7 +7,7 @@ Run the grids first (each takes tens of minutes on two cores)::
     .venv/bin/pll benchmark benchmarks/grids/strong_learners_uci.yaml
 
 then ``.venv/bin/python benchmarks/strong_learners.py [--tracking-uri URI] [grid names]``.  It reads
-the latest grid run of each name (its ``grid_metrics.csv``) and prints, per data set, for every
+the method runs of the latest grid run of each name and prints, per data set, for every
 method run over the 5 seeds: accuracy (mean ± std, %), ``R_0.10`` of each reject option at the
 option's own rule and at the threshold calibrated on the validation hold-out (``cal``), and two
 paired t-tests of accuracy (:func:`scipy.stats.ttest_rel`, two-sided, paired by seed): against
@@ -17,7 +17,7 @@ DST-PLL, and against the best kNN method of that data set (PL-kNN, DST-PLL or PL
 from __future__ import annotations
 
 import argparse
-import tempfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,14 +33,27 @@ KNN_METHODS = ("pl_knn", "dst_pll", "pl_aknn")
 OPTIONS = ("native", "trust", "conformal")
 
 
-def grid_metrics(client, experiment_id, name):
-    """The ``grid_metrics.csv`` of the latest grid run named ``grid <name>``, or None if there is none."""
-    runs = client.search_runs([experiment_id], f"attributes.run_name = 'grid {name}'",
-                              order_by=["attributes.start_time DESC"], max_results=1)
-    if not runs:
+def grid_results(client, experiment_id, name):
+    """One row per method run of the latest grid run named ``grid <name>`` (finished or not), or None.
+
+    Read from the method runs themselves, not the grid's ``grid_metrics.csv``, so that a grid
+    stopped half-way reports what it finished.
+    """
+    grids = client.search_runs([experiment_id], f"attributes.run_name = 'grid {name}'",
+                               order_by=["attributes.start_time DESC"], max_results=1)
+    if not grids:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        return pd.read_csv(client.download_artifacts(runs[0].info.run_id, "grid_metrics.csv", tmp))
+    pipelines = {r.info.run_id for r in client.search_runs(
+        [experiment_id], f"tags.mlflow.parentRunId = '{grids[0].info.run_id}'", max_results=10000)}
+    rows = []
+    for run in client.search_runs([experiment_id], "tags.`pll.kind` = 'method' and attributes.status = 'FINISHED'",
+                                  max_results=50000):
+        if run.data.tags.get("mlflow.parentRunId") not in pipelines:
+            continue
+        params, metrics = run.data.params, run.data.metrics
+        rows.append({"dataset": Path(params["dataset"]).stem, "noise": params.get("noise", ""),
+                     "seed": int(params["seed"]), "variant": run.info.run_name, **metrics})
+    return pd.DataFrame(rows)
 
 
 def paired_p(a, b):
@@ -54,23 +67,20 @@ def paired_p(a, b):
 
 
 def dataset_table(rows):
-    """One data set's rows of ``grid_metrics`` -> a table of every method run (see the module docstring)."""
-    native = rows[rows["reject"] == "native"]
-    accuracy = native.pivot_table(index="seed", columns="variant", values="accuracy")
+    """One data set's method runs -> a table of every method run (see the module docstring)."""
+    accuracy = rows.pivot_table(index="seed", columns="variant", values="accuracy")
     base = next(c for c in accuracy if c.startswith("dst_pll"))
-    knn = [c for c in accuracy if c.split()[0] in KNN_METHODS]
-    best_knn = accuracy[knn].mean().idxmax()
+    best_knn = accuracy[[c for c in accuracy if c.split()[0] in KNN_METHODS]].mean().idxmax()
     out = []
     for variant in accuracy:
-        acc = accuracy[variant]
-        line = {"method": variant, "n": int(acc.count()),
+        acc, mine = accuracy[variant], rows[rows["variant"] == variant]
+        line = {"method": variant, "seeds": int(acc.count()),
                 "accuracy": f"{100 * acc.mean():.1f} ± {100 * acc.std():.1f}",
                 "vs dst_pll": f"{100 * (acc - accuracy[base]).mean():+.1f} (p={paired_p(acc, accuracy[base]):.3f})",
                 "vs best kNN": f"{100 * (acc - accuracy[best_knn]).mean():+.1f} (p={paired_p(acc, accuracy[best_knn]):.3f})"}
         for option in OPTIONS:
-            mine = rows[(rows["variant"] == variant) & (rows["reject"] == option)]
-            for column, label in (("risk_0.10", option), ("cal_risk_0.10", f"{option} cal")):
-                if column in mine and mine[column].notna().any():
+            for column, label in ((f"{option}.risk_0.10", option), (f"{option}.cal_risk_0.10", f"{option} cal")):
+                if column in mine:
                     line[f"R_0.10 {label}"] = f"{mine[column].mean():.3f}"
         out.append(line)
     return pd.DataFrame(out), best_knn
@@ -88,9 +98,9 @@ def main(argv=None):
     if experiment is None:
         raise SystemExit(f"no experiment {args.experiment!r} at {args.tracking_uri}: run the grids first")
     for name in args.grids:
-        table = grid_metrics(client, experiment.experiment_id, name)
-        if table is None:
-            print(f"\n## grid {name}: no run at {args.tracking_uri}\n")
+        table = grid_results(client, experiment.experiment_id, name)
+        if table is None or table.empty:
+            print(f"\n## grid {name}: no finished method runs at {args.tracking_uri}\n")
             continue
         for (dataset, noise), rows in table.groupby(["dataset", "noise"], sort=False):
             result, best_knn = dataset_table(rows)
