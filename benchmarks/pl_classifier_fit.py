@@ -21,7 +21,6 @@ import time
 import warnings
 from pathlib import Path
 
-
 from pll.data import load_dataset, split_indices
 from pll.data.synthetic import make_partial_label_table
 from pll.features import make_features
