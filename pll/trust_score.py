@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import RejectPrediction
 from .neighbors import kneighbors, nearest_by_group
+from .neighbors.grouped import nearest_own_and_other
 from .neighbors.result import check_indices
 from .reasons import CONFLICT, NO_SUPPORT, assign
 from .validation import check_params, check_X, class_positions
@@ -76,11 +77,13 @@ class TrustScore(BaseEstimator):
     different labels are warned about at :meth:`fit`: a query at such a
     point is at distance 0 from both classes and scores 0.
 
-    The nearest-set distances come from :func:`pll.neighbors.nearest_by_group`:
-    with ``knn="exact"`` one certified pass over the training rows serves all
-    class sets; ``auto`` beyond its threshold searches the nearest cells of
-    each set (:mod:`pll.neighbors.grouped_cells`: a distance never below the
-    exact one); the other approximate backends search each class set in turn.
+    The two distances of a score come from
+    :func:`pll.neighbors.grouped.nearest_own_and_other`: with ``knn="exact"``
+    one certified pass over the training rows serves all class sets;
+    ``auto`` beyond its threshold searches the cells nearest the query in the
+    predicted class's set and among all other sets
+    (:mod:`pll.neighbors.grouped_cells`: a distance never below the exact
+    one); the other approximate backends search each class set in turn.
 
     Parameters
     ----------
@@ -273,36 +276,28 @@ class TrustScore(BaseEstimator):
         self._check_fitted()
         return self._nearest_sets(None)
 
-    def _nearest_sets(self, X_query, exclude=None):
-        """Distances from each query row (None: the training rows, each left out by index) to every class set.
-
-        ``exclude``: with ``X_query``, a training row left out for each query (-1: none).
-        """
+    def _nearest_sets(self, X_query):
+        """Distances from each query row (None: the training rows, each left out by index) to every class set."""
         options = dict(self.knn_params or {})
-        return nearest_by_group(self.X_, self._groups(), self.classes_.size, X_query, self.knn, exclude=exclude,
-                                **options)[1]
+        return nearest_by_group(self.X_, self._groups(), self.classes_.size, X_query, self.knn, **options)[1]
 
     def _groups(self):
         """Each training row's class-set index, -1 for rows the filter left out."""
         return np.where(self.kept_, self.labels_, -1)
 
-    def _ratio(self, D, predicted, return_closest):
-        if predicted.size != D.shape[0]:
-            raise InvalidDataError(f"{predicted.size} predicted labels for {D.shape[0]} rows")
-        rows = np.arange(D.shape[0])
-        own = D[rows, predicted]
-        other = D.copy()
-        other[rows, predicted] = np.inf
-        closest = np.argmin(other, axis=1)
-        nearest_other = other[rows, closest]
-        # Every other class empty: h̃ is the lowest class other than the prediction.
-        closest = np.where(np.isinf(nearest_other), (predicted == 0).astype(np.int64), closest)
+    def _own_and_other(self, X_query, codes, exclude=None):
+        """Distances of each query (None: the training rows, each left out by index) to the set of its
+        predicted class ``codes`` and to the nearest other set, with that set's class position."""
+        options = dict(self.knn_params or {})
+        return nearest_own_and_other(self.X_, self._groups(), self.classes_.size, codes, X_query, self.knn,
+                                     exclude=exclude, **options)
+
+    def _ratio(self, own, other, closest, return_closest):
+        """``ξ`` from the two distances; a prediction whose set is empty scores 0."""
         with np.errstate(invalid="ignore"):
-            score = nearest_other / (own + self.min_dist)
+            score = other / (own + self.min_dist)
         score[np.isinf(own)] = 0.0
-        if return_closest:
-            return score, self.classes_[closest]
-        return score
+        return (score, self.classes_[closest]) if return_closest else score
 
     def score(self, X, predicted, return_closest=False, neighbors=None):
         """Trust score of each prediction.
@@ -329,15 +324,14 @@ class TrustScore(BaseEstimator):
         closest : ndarray of shape (n,)
             Only with ``return_closest``.
         """
-        if neighbors is None:
-            D = self.distances(X)
-            return self._ratio(D, _codes(predicted, self.classes_, "predicted labels"), return_closest)
         self._check_fitted()
         X = check_X(self, X, reset=False, allow_empty=True)
         codes = _codes(predicted, self.classes_, "predicted labels")
         if codes.size != X.shape[0]:
             raise InvalidDataError(f"{codes.size} predicted labels for {X.shape[0]} rows")
-        return self._ratio_from_neighbors(X, codes, neighbors, return_closest)
+        if neighbors is not None:
+            return self._ratio_from_neighbors(X, codes, neighbors, return_closest)
+        return self._ratio(*self._own_and_other(X, codes), return_closest)
 
     def score_training(self, predicted=None, return_closest=False, neighbors=None):
         """Trust scores of the training rows, each excluded from its own class set.
@@ -362,7 +356,7 @@ class TrustScore(BaseEstimator):
             raise InvalidDataError(f"{codes.size} predicted labels for {self.X_.shape[0]} training rows")
         if neighbors is not None:
             return self._ratio_from_neighbors(None, codes, neighbors, return_closest)
-        return self._ratio(self.training_distances(), codes, return_closest)
+        return self._ratio(*self._own_and_other(None, codes), return_closest)
 
     def _ratio_from_neighbors(self, X_query, codes, neighbors, return_closest):
         """:meth:`_ratio` of each query (None: the training rows) from its neighbor list where it settles it.
@@ -373,7 +367,7 @@ class TrustScore(BaseEstimator):
         nearest other set: a list that holds members of both settles them.
         Naming ``h̃`` also needs that other member to be nearer than the
         list's last row (beyond it a row of a lower class may lie at the same
-        distance).  The queries left are searched by :meth:`_nearest_sets`.
+        distance).  The queries left are searched by :meth:`_own_and_other`.
         """
         n = codes.size
         nb = neighbors.take(neighbors.k, n, self_excluded=X_query is None)
@@ -394,11 +388,9 @@ class TrustScore(BaseEstimator):
             closest = np.where(tied, member, self.classes_.size).min(axis=1)
         rest = np.flatnonzero(~settled)
         if rest.size:
-            if X_query is None:
-                D = self._nearest_sets(self.X_[rest], exclude=rest)
-            else:
-                D = self._nearest_sets(X_query[rest])
-            found = self._ratio(D, codes[rest], return_closest)
+            queries = self.X_[rest] if X_query is None else X_query[rest]
+            found = self._own_and_other(queries, codes[rest], exclude=rest if X_query is None else None)
+            found = self._ratio(*found, return_closest)
             if return_closest:
                 score[rest], closest[rest] = found[0], np.searchsorted(self.classes_, found[1])
             else:

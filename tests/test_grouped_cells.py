@@ -71,3 +71,52 @@ def test_empty_groups_give_no_row():
     indices, distances = GroupedCellIndex(X, groups, 3, cell_rows=2, n_probe=1).search(np.array([[4.4]]), np.array([-1]))
     assert indices[0, 0] == 4 and distances[0, 0] == pytest.approx(0.4, rel=1e-12)
     assert indices[0, 1:].tolist() == [-1, -1] and np.isinf(distances[0, 1:]).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases(), st.integers(0, 2**32 - 1))
+def test_own_and_other_never_nearer_than_exact_and_exact_when_every_cell_is_probed(case, seed):
+    X, groups, n_groups, Q, cell_rows, n_probe = case
+    _, expected = oracle(X, groups, n_groups, Q)
+    queries, exclude = (X, np.arange(X.shape[0])) if Q is None else (Q, np.full(Q.shape[0], -1))
+    own = np.random.default_rng(seed).integers(0, n_groups, size=queries.shape[0])
+    rows = np.arange(own.size)
+    others = expected.copy()
+    others[rows, own] = np.inf
+    exact = np.column_stack([expected[rows, own], others.min(axis=1)])
+    for probe in (n_probe, X.shape[0]):
+        index = GroupedCellIndex(X, groups, n_groups, cell_rows=cell_rows, n_probe=probe)
+        indices, distances = index.search_own_and_other(queries, exclude, own)
+        # A slot is filled exactly when the exact search has a row for it, with that row's true distance.
+        np.testing.assert_array_equal(indices >= 0, np.isfinite(exact))
+        found = indices >= 0
+        assert np.all(distances[found] >= exact[found] * (1 - 1e-12))
+        np.testing.assert_allclose(distances[found],
+                                   np.linalg.norm(queries[np.nonzero(found)[0]] - X[indices[found]], axis=1),
+                                   rtol=1e-12, atol=1e-12)
+        assert np.all(groups[indices[:, 0][found[:, 0]]] == own[found[:, 0]])
+        assert np.all(groups[indices[:, 1][found[:, 1]]] != own[found[:, 1]])
+        assert not (found & (indices == exclude[:, None])).any()
+    # Every cell probed: exact but for rows the float32 screening cannot tell apart.
+    members = X[groups >= 0]
+    if members.size:
+        center = members.mean(axis=0)
+        sq_q = ((queries - center) ** 2).sum(axis=1)
+        bound = 2 * rounding_bound(sq_q, ((members - center) ** 2).sum(axis=1).max(), X.shape[1], np.float32)
+        assert np.all((distances**2 <= exact**2 + bound[:, None])[found])
+
+
+def test_own_and_other_on_well_separated_classes_find_the_exact_distances():
+    """The scale table's classes lie apart: a query's nearest other row is far, in a cell near it all the same."""
+    table = make_partial_label_table(12_000, random_state=1)
+    X = table[[c for c in table.columns if c.startswith("x")]].to_numpy(np.float64)
+    groups = table["label"].astype(int).to_numpy()
+    X_train, Q, own = X[:10_000], X[10_000:], groups[10_000:]
+    _, exact = nearest_by_group(X_train, groups[:10_000], 20, Q)
+    rows = np.arange(own.size)
+    others = exact.copy()
+    others[rows, own] = np.inf
+    index = GroupedCellIndex(X_train, groups[:10_000], 20, cell_rows=128, n_probe=8)
+    _, distances = index.search_own_and_other(Q, np.full(own.size, -1), own)
+    assert np.mean(distances[:, 0] == exact[rows, own]) > 0.9
+    assert np.mean(distances[:, 1] == others.min(axis=1)) > 0.9

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 import pll.neighbors.grouped as grouped_module
 from pll.errors import InvalidDataError, InvalidParameterError, PllError
 from pll.neighbors import kneighbors, nearest_by_group
+from pll.neighbors.grouped import nearest_own_and_other
 from pll.neighbors.grouped_cells import GroupedCellIndex
 from tests.oracles import nearest
 
@@ -149,10 +150,34 @@ def test_auto_searches_exactly_up_to_its_threshold_and_by_cells_beyond(monkeypat
     exact = nearest_by_group(X, groups, 2)
     np.testing.assert_array_equal(nearest_by_group(X, groups, 2, None, "auto")[0], exact[0])
     monkeypatch.setattr(grouped_module, "AUTO_EXACT_MAX_ROWS", 299)
-    monkeypatch.setattr(grouped_module, "_search_each_group", None)  # no per-group index: the cells
+    monkeypatch.setattr(grouped_module, "EachGroupSearch", None)  # no per-group index: the cells
     indices, distances = nearest_by_group(X, groups, 2, None, "auto", recall_sample=0)
     expected = GroupedCellIndex(X, groups, 2).search(X, np.arange(300))
     np.testing.assert_array_equal(indices, expected[0])
     np.testing.assert_array_equal(distances, expected[1])
     # 300 rows are one cell per group, searched whole: the exact result.
     np.testing.assert_array_equal(indices, exact[0])
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases(), st.integers(0, 2**32 - 1))
+def test_own_and_other_are_the_oracle_reduced_to_two_groups(case, seed):
+    X, groups, n_groups, Q = case
+    _, expected = oracle(X, groups, n_groups, Q)
+    own = np.random.default_rng(seed).integers(0, n_groups, size=expected.shape[0])
+    own_distance, other_distance, other_group = nearest_own_and_other(X, groups, n_groups, own, Q)
+    rows = np.arange(own.size)
+    np.testing.assert_allclose(own_distance, expected[rows, own], rtol=1e-12)
+    others = expected.copy()
+    others[rows, own] = np.inf
+    np.testing.assert_allclose(other_distance, others.min(axis=1), rtol=1e-12)
+    nearest = np.where(np.isinf(others.min(axis=1)), (own == 0).astype(int), others.argmin(axis=1))
+    np.testing.assert_array_equal(other_group, nearest)
+
+
+def test_own_and_other_name_a_bad_own_group():
+    X = np.zeros((4, 2))
+    with pytest.raises(InvalidDataError, match=r"own groups must lie in \[0, 2\), found 0\.\.2"):
+        nearest_own_and_other(X, np.array([0, 1, 0, 1]), 2, np.array([0, 2, 1, 0]))
+    with pytest.raises(InvalidDataError, match=r"own must be an int array of shape \(4,\)"):
+        nearest_own_and_other(X, np.array([0, 1, 0, 1]), 2, np.zeros(3, int))

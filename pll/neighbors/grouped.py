@@ -86,6 +86,57 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
     >>> idx.tolist(), dist.tolist()
     ([[1, 2]], [[3.0, 1.0]])
     """
+    X_train, groups, Q, exclude = _check_search(X_train, groups, n_groups, X_query, exclude)
+    return _searcher(X_train, groups, n_groups, backend, options).search(Q, exclude)
+
+
+def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend="exact", *, exclude=None, **options):
+    """Each query's distance to the nearest row of its own group and to the nearest row of any other group.
+
+    The two distances a trust score compares.  Parameters as for
+    :func:`nearest_by_group`, and ``own`` (int array of shape (n_queries,),
+    values in ``[0, n_groups)``): each query's own group.  The result is that
+    of :func:`nearest_by_group` reduced to these two, except for ``auto``
+    beyond its exact threshold, whose cell search
+    (:meth:`~pll.neighbors.grouped_cells.GroupedCellIndex.search_own_and_other`)
+    probes the query's own group and the cells nearest it among all other
+    groups, instead of every group: ``l / 2`` times less work, the same
+    guarantee (a distance is never below the exact one).
+
+    Returns
+    -------
+    own_distance, other_distance : ndarrays of shape (n_queries,), float64
+        ``inf`` where no row is left to offer.
+    other_group : ndarray of shape (n_queries,), int64
+        The group of the nearest other row (ties: the lower group); the lowest
+        group other than ``own`` when no other group has a row.
+    """
+    X_train, groups, Q, exclude = _check_search(X_train, groups, n_groups, X_query, exclude)
+    own = np.asarray(own)
+    if own.shape != (Q.shape[0],) or not np.issubdtype(own.dtype, np.integer):
+        raise InvalidDataError(f"own must be an int array of shape ({Q.shape[0]},), got {own.dtype} {own.shape}")
+    if own.size and not (0 <= own.min() and own.max() < n_groups):
+        raise InvalidDataError(f"own groups must lie in [0, {n_groups}), found {own.min()}..{own.max()}")
+    own = own.astype(np.int64)
+    search = _searcher(X_train, groups, n_groups, backend, options)
+    rows = np.arange(Q.shape[0])
+    if isinstance(search, GroupedCellIndex):
+        indices, distances = search.search_own_and_other(Q, exclude, own)
+        other_group = np.where(indices[:, 1] >= 0, groups[np.maximum(indices[:, 1], 0)], -1)
+        own_distance, other_distance = distances[:, 0], distances[:, 1]
+    else:
+        distances = search.search(Q, exclude)[1]
+        own_distance = distances[rows, own]
+        distances[rows, own] = np.inf
+        other_group = np.argmin(distances, axis=1)
+        other_distance = distances[rows, other_group]
+    # No other group has a row: h̃ is the lowest group other than the query's own.
+    other_group = np.where(np.isinf(other_distance), (own == 0).astype(np.int64), other_group)
+    return own_distance, other_distance, other_group
+
+
+def _check_search(X_train, groups, n_groups, X_query, exclude):
+    """Checked arrays of a grouped search: training rows, int64 groups, queries and int64 excluded rows."""
     X_train = check_features(X_train, "training rows")
     if isinstance(n_groups, bool) or not isinstance(n_groups, (int, np.integer)) or n_groups < 1:
         raise InvalidParameterError(f"n_groups must be a positive integer, got {n_groups!r}")
@@ -98,41 +149,54 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
         raise InvalidDataError(f"groups must lie in [-1, {n_groups}), found {groups.min()}..{groups.max()}")
     groups = groups.astype(np.int64)
     if X_query is None:
-        Q, exclude = X_train, np.arange(X_train.shape[0])
-    else:
-        Q = check_queries(X_query, X_train.shape[1])
-        exclude = np.full(Q.shape[0], -1) if exclude is None else np.asarray(exclude)
-        if exclude.shape != (Q.shape[0],) or not np.issubdtype(exclude.dtype, np.integer):
-            raise InvalidDataError(f"exclude must be an int array of shape ({Q.shape[0]},), got {exclude.shape}")
-        exclude = exclude.astype(np.int64)
+        return X_train, groups, X_train, np.arange(X_train.shape[0])
+    Q = check_queries(X_query, X_train.shape[1])
+    exclude = np.full(Q.shape[0], -1) if exclude is None else np.asarray(exclude)
+    if exclude.shape != (Q.shape[0],) or not np.issubdtype(exclude.dtype, np.integer):
+        raise InvalidDataError(f"exclude must be an int array of shape ({Q.shape[0]},), got {exclude.shape}")
+    return X_train, groups, Q, exclude.astype(np.int64)
+
+
+def _searcher(X_train, groups, n_groups, backend, options):
+    """What searches the groups for ``backend``: an index with ``search(Q, exclude)``."""
     check_backend(backend, options)
     picked, options = resolve(backend, options, X_train.shape[0], AUTO_EXACT_MAX_ROWS)
     if picked == EXACT:
-        return GroupedExactIndex(X_train, groups, n_groups).search(Q, exclude)
+        return GroupedExactIndex(X_train, groups, n_groups)
     if backend_entry(backend).index is None:  # auto, beyond its exact threshold
-        return GroupedCellIndex(X_train, groups, n_groups, random_state=options.get("random_state", 0)).search(Q, exclude)
-    return _search_each_group(X_train, groups, n_groups, Q, exclude, picked, options)
+        return GroupedCellIndex(X_train, groups, n_groups, random_state=options.get("random_state", 0))
+    return EachGroupSearch(X_train, groups, n_groups, picked, options)
 
 
-def _search_each_group(X_train, groups, n_groups, Q, exclude, backend, options):
-    """One neighbor search per group; a query whose excluded row is in the group takes its second neighbor."""
-    indices = np.full((Q.shape[0], n_groups), -1, dtype=np.int64)
-    distances = np.full((Q.shape[0], n_groups), np.inf)
-    rows = np.arange(Q.shape[0])
-    for g in range(n_groups):
-        members = np.flatnonzero(groups == g)
-        if members.size == 0:
-            continue
-        k = min(2, members.size)
-        with NeighborIndex(X_train[members], k, backend, **options) as index:
-            nb = index.kneighbors(Q, k)
-        found = np.where(nb.indices >= 0, members[nb.indices], -1)
-        valid = (found >= 0) & (found != exclude[:, None])
-        first = valid.argmax(axis=1)
-        kept = valid[rows, first]
-        indices[:, g] = np.where(kept, found[rows, first], -1)
-        distances[:, g] = np.where(kept, nb.distances[rows, first], np.inf)
-    return indices, distances
+class EachGroupSearch:
+    """One :class:`~pll.neighbors.NeighborIndex` search per group, with an approximate ``backend``.
+
+    A query whose excluded row is in the group takes its second neighbor.
+    """
+
+    def __init__(self, X_train, groups, n_groups, backend, options):
+        self.X_train, self.groups, self.n_groups = X_train, groups, n_groups
+        self.backend, self.options = backend, options
+
+    def search(self, Q, exclude):
+        """Nearest row of every group for each row of ``Q`` (see :func:`nearest_by_group`)."""
+        indices = np.full((Q.shape[0], self.n_groups), -1, dtype=np.int64)
+        distances = np.full((Q.shape[0], self.n_groups), np.inf)
+        rows = np.arange(Q.shape[0])
+        for g in range(self.n_groups):
+            members = np.flatnonzero(self.groups == g)
+            if members.size == 0:
+                continue
+            k = min(2, members.size)
+            with NeighborIndex(self.X_train[members], k, self.backend, **self.options) as index:
+                nb = index.kneighbors(Q, k)
+            found = np.where(nb.indices >= 0, members[nb.indices], -1)
+            valid = (found >= 0) & (found != exclude[:, None])
+            first = valid.argmax(axis=1)
+            kept = valid[rows, first]
+            indices[:, g] = np.where(kept, found[rows, first], -1)
+            distances[:, g] = np.where(kept, nb.distances[rows, first], np.inf)
+        return indices, distances
 
 
 class GroupedExactIndex:

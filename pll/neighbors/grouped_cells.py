@@ -44,6 +44,8 @@ LLOYD_ITERATIONS = 4
 """k-means iterations that place the cells of a group (from centers drawn among its rows)."""
 # Queries searched together: their screening values against one cell stay small.
 _QUERY_BLOCK = 16_384
+# Queries whose distances to every cell center are held at once (own and other groups).
+_CENTER_BLOCK = 2048
 
 
 def _cells(X, n_cells, rng):
@@ -98,6 +100,7 @@ class GroupedCellIndex:
         self.cell_group = np.array(cell_group, dtype=np.int64)
         self.cell_rows = cell_rows_of
         self.screening = [screening_rows(X_train[rows], self.center)[0] for rows in cell_rows_of]
+        self._sq_centers = np.einsum("ij,ij->i", self.centers, self.centers)
 
     def search(self, Q, exclude):
         """Approximate nearest row of every group for each row of ``Q`` (the contract of :func:`nearest_by_group`).
@@ -120,16 +123,61 @@ class GroupedCellIndex:
             self._search_unfound(g, Q, exclude, np.flatnonzero(~found), indices, distances)
         return indices, distances
 
+    def search_own_and_other(self, Q, exclude, own):
+        """Approximate nearest row of its own group and of any other group, for each row of ``Q``.
+
+        The contract of :func:`~pll.neighbors.grouped.nearest_own_and_other`.
+        A query probes the :attr:`n_probe` cells of its group ``own`` nearest
+        it, and the ``n_probe`` nearest cells of all other groups together:
+        the nearest other row lies in a cell near the query whatever its
+        group, so the work is that of two groups, not of ``l``.
+        """
+        n_query = Q.shape[0]
+        best = np.full((n_query, 2), np.inf, dtype=np.float32)
+        chosen = np.full((n_query, 2), -1, dtype=np.int64)
+        if self.cell_rows:
+            for block in track(blocks(n_query, _QUERY_BLOCK), "cell search, own and other group"):
+                rows = slice(block.start, block.stop)
+                queries, cells, slots = [], [], []
+                for lo in range(block.start, block.stop, _CENTER_BLOCK):
+                    part = np.arange(lo, min(lo + _CENTER_BLOCK, block.stop))
+                    to_center = self._center_values(Q[part])
+                    mine = self.cell_group[None, :] == own[part, None]
+                    for slot, allowed in enumerate((mine, ~mine)):
+                        q, c = _nearest_allowed(np.where(allowed, to_center, np.inf), self.n_probe)
+                        queries.append(part[q] - block.start), cells.append(c), slots.append(np.full(q.size, slot))
+                B, _ = screening_queries(Q[rows], self.center)
+                self._probe(B, exclude[rows], np.concatenate(queries), np.concatenate(cells), np.concatenate(slots),
+                            best[rows], chosen[rows])
+        distances = np.full((n_query, 2), np.inf)
+        for slot in (0, 1):
+            found = chosen[:, slot] >= 0
+            idx, dist = rerank(self.X_train, Q[found], chosen[found, slot : slot + 1], 1)
+            chosen[found, slot], distances[found, slot] = idx[:, 0], dist[:, 0]
+            for g in np.unique(own[~found]):  # probed cells held nothing but the excluded row
+                queries = np.flatnonzero(~found & (own == g))
+                cells = self.cell_group == g if slot == 0 else self.cell_group != g
+                chosen[queries, slot], distances[queries, slot] = self._nearest_exactly(cells, Q, queries, exclude)
+        return chosen, distances
+
+    def _center_values(self, Q, cells=slice(None)):
+        """Squared distances from each query to the centers of ``cells`` (default: all), less ``|q|^2``."""
+        return self._sq_centers[None, cells] - 2.0 * (Q - self.center) @ self.centers[cells].T
+
     def _search_unfound(self, g, Q, exclude, queries, indices, distances):
         """Exact search of group ``g`` for queries whose probed cells held nothing but their excluded row.
 
         So a group with a row to offer always gives one, as in exact search.
         """
-        cells = np.flatnonzero(self.cell_group == g)
-        if queries.size == 0 or cells.size == 0:
-            return
-        members = np.sort(np.concatenate([self.cell_rows[c] for c in cells]))
-        indices[queries, g], distances[queries, g] = nearest_among(self.X_train, members, Q[queries], exclude[queries])
+        if queries.size:
+            indices[queries, g], distances[queries, g] = self._nearest_exactly(self.cell_group == g, Q, queries, exclude)
+
+    def _nearest_exactly(self, cells, Q, queries, exclude):
+        """Exact nearest row among the rows of the cells selected by the bool mask ``cells`` (-1, inf: none)."""
+        members = [self.cell_rows[c] for c in np.flatnonzero(cells)]
+        if not members or queries.size == 0:
+            return np.full(queries.size, -1, dtype=np.int64), np.full(queries.size, np.inf)
+        return nearest_among(self.X_train, np.sort(np.concatenate(members)), Q[queries], exclude[queries])
 
     def _candidates(self, Q, exclude):
         """The screened nearest row of every group among the probed cells, shape (n, n_groups); -1 for none."""
@@ -137,33 +185,41 @@ class GroupedCellIndex:
         B, _ = screening_queries(Q, self.center)
         best = np.full((n, self.n_groups), np.inf, dtype=np.float32)
         chosen = np.full((n, self.n_groups), -1, dtype=np.int64)
-        centered = Q - self.center
-        sq_centers = np.einsum("ij,ij->i", self.centers, self.centers)
         for g in range(self.n_groups):
             cells = np.flatnonzero(self.cell_group == g)
-            if cells.size == 0:
-                continue
-            probe = min(self.n_probe, cells.size)
-            if probe < cells.size:  # the cells whose centers are nearest (squared distance less |q|^2)
-                to_center = sq_centers[cells][None, :] - 2.0 * centered @ self.centers[cells].T
-                near = np.argpartition(to_center, probe - 1, axis=1)[:, :probe]
-            else:
-                near = np.broadcast_to(np.arange(cells.size), (n, cells.size))
-            queries = np.repeat(np.arange(n), probe)
-            probed = cells[near.ravel()]
-            order = np.argsort(probed, kind="stable")
-            probed, queries = probed[order], queries[order]
-            starts = np.flatnonzero(np.r_[True, probed[1:] != probed[:-1]])
-            for lo, hi in zip(starts, np.r_[starts[1:], probed.size]):
-                c, q = probed[lo], queries[lo:hi]
-                values = B[q] @ self.screening[c].T  # |x|^2 - 2 q.x: the squared distance less |q|^2
-                members = self.cell_rows[c]
-                mine = exclude[q] >= 0
-                if mine.any():
-                    values[mine] = np.where(members[None, :] == exclude[q[mine], None], np.inf, values[mine])
-                j = values.argmin(axis=1)
-                value = values[np.arange(q.size), j]
-                better = value < best[q, g]
-                best[q[better], g] = value[better]
-                chosen[q[better], g] = members[j[better]]
+            if cells.size:
+                q, c = _nearest_allowed(self._center_values(Q, cells), self.n_probe)
+                self._probe(B, exclude, q, cells[c], np.full(q.size, g), best, chosen)
         return chosen
+
+    def _probe(self, B, exclude, queries, cells, slots, best, chosen):
+        """Screen every (query, cell) pair; keep in ``best``/``chosen[query, slot]`` the least value and its row.
+
+        Pairs are taken cell by cell, so that each cell is one matrix product
+        with all queries that probe it.  A query probes a cell at most once.
+        """
+        order = np.argsort(cells, kind="stable")
+        cells, queries, slots = cells[order], queries[order], slots[order]
+        starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]]) if cells.size else np.empty(0, dtype=np.int64)
+        for lo, hi in zip(starts, np.r_[starts[1:], cells.size]):
+            c, q, s = cells[lo], queries[lo:hi], slots[lo:hi]
+            values = B[q] @ self.screening[c].T  # |x|^2 - 2 q.x: the squared distance less |q|^2
+            members = self.cell_rows[c]
+            mine = exclude[q] >= 0
+            if mine.any():
+                values[mine] = np.where(members[None, :] == exclude[q[mine], None], np.inf, values[mine])
+            j = values.argmin(axis=1)
+            value = values[np.arange(q.size), j]
+            better = value < best[q, s]
+            best[q[better], s[better]] = value[better]
+            chosen[q[better], s[better]] = members[j[better]]
+
+
+def _nearest_allowed(values, n_probe):
+    """The (query, cell) pairs of each query's ``n_probe`` cells with the least finite ``values``."""
+    probe = min(n_probe, values.shape[1])
+    near = np.argpartition(values, probe - 1, axis=1)[:, :probe]
+    queries = np.repeat(np.arange(values.shape[0]), probe)
+    cells = near.ravel()
+    finite = np.isfinite(values[queries, cells])
+    return queries[finite], cells[finite]
