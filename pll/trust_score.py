@@ -285,12 +285,13 @@ class TrustScore(BaseEstimator):
         """Each training row's class-set index, -1 for rows the filter left out."""
         return np.where(self.kept_, self.labels_, -1)
 
-    def _own_and_other(self, X_query, codes, exclude=None):
+    def _own_and_other(self, X_query, codes, exclude=None, known_own=None):
         """Distances of each query (None: the training rows, each left out by index) to the set of its
-        predicted class ``codes`` and to the nearest other set, with that set's class position."""
+        predicted class ``codes`` and to the nearest other set, with that set's class position
+        (``known_own``: own distances already found, NaN elsewhere)."""
         options = dict(self.knn_params or {})
         return nearest_own_and_other(self.X_, self._groups(), self.classes_.size, codes, X_query, self.knn,
-                                     exclude=exclude, **options)
+                                     exclude=exclude, known_own=known_own, **options)
 
     def _ratio(self, own, other, closest, return_closest):
         """``ξ`` from the two distances; a prediction whose set is empty scores 0."""
@@ -367,7 +368,8 @@ class TrustScore(BaseEstimator):
         nearest other set: a list that holds members of both settles them.
         Naming ``h̃`` also needs that other member to be nearer than the
         list's last row (beyond it a row of a lower class may lie at the same
-        distance).  The queries left are searched by :meth:`_own_and_other`.
+        distance).  The queries left are searched by :meth:`_own_and_other`,
+        for the other sets only where the list holds a member of the own one.
         """
         n = codes.size
         nb = neighbors.take(neighbors.k, n, self_excluded=X_query is None)
@@ -389,7 +391,9 @@ class TrustScore(BaseEstimator):
         rest = np.flatnonzero(~settled)
         if rest.size:
             queries = self.X_[rest] if X_query is None else X_query[rest]
-            found = self._own_and_other(queries, codes[rest], exclude=rest if X_query is None else None)
+            known = np.where(own_hit.any(axis=1), own, np.nan)[rest]
+            found = self._own_and_other(queries, codes[rest], exclude=rest if X_query is None else None,
+                                        known_own=known)
             found = self._ratio(*found, return_closest)
             if return_closest:
                 score[rest], closest[rest] = found[0], np.searchsorted(self.classes_, found[1])

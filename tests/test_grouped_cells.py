@@ -87,6 +87,12 @@ def test_own_and_other_never_nearer_than_exact_and_exact_when_every_cell_is_prob
     for probe in (n_probe, X.shape[0]):
         index = GroupedCellIndex(X, groups, n_groups, cell_rows=cell_rows, n_probe=probe)
         indices, distances = index.search_own_and_other(queries, exclude, own)
+        # Queries that need no own row search the other groups alike and leave the own slot empty.
+        need_own = np.random.default_rng(seed + 1).random(own.size) < 0.5
+        partial = index.search_own_and_other(queries, exclude, own, need_own=need_own)
+        np.testing.assert_array_equal(partial[0][:, 1], indices[:, 1])
+        np.testing.assert_array_equal(partial[0][need_own, 0], indices[need_own, 0])
+        assert (partial[0][~need_own, 0] == -1).all() and np.isinf(partial[1][~need_own, 0]).all()
         # A slot is filled exactly when the exact search has a row for it, with that row's true distance.
         np.testing.assert_array_equal(indices >= 0, np.isfinite(exact))
         found = indices >= 0

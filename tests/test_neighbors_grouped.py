@@ -175,6 +175,17 @@ def test_own_and_other_are_the_oracle_reduced_to_two_groups(case, seed):
     np.testing.assert_array_equal(other_group, nearest)
 
 
+def test_known_own_distances_are_returned_as_given():
+    X = np.array([[0.0], [1.0], [5.0], [7.0]])
+    groups, own = np.array([0, 0, 1, 1]), np.array([0, 1])
+    Q = np.array([[2.0], [6.5]])
+    own_distance, other_distance, other_group = nearest_own_and_other(X, groups, 2, own, Q,
+                                                                      known_own=np.array([np.nan, 0.25]))
+    np.testing.assert_array_equal(own_distance, [1.0, 0.25])
+    np.testing.assert_array_equal(other_distance, [3.0, 5.5])
+    np.testing.assert_array_equal(other_group, [1, 0])
+
+
 def test_own_and_other_name_a_bad_own_group():
     X = np.zeros((4, 2))
     with pytest.raises(InvalidDataError, match=r"own groups must lie in \[0, 2\), found 0\.\.2"):

@@ -90,7 +90,8 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
     return _searcher(X_train, groups, n_groups, backend, options).search(Q, exclude)
 
 
-def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend="exact", *, exclude=None, **options):
+def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend="exact", *, exclude=None,
+                          known_own=None, **options):
     """Each query's distance to the nearest row of its own group and to the nearest row of any other group.
 
     The two distances a trust score compares.  Parameters as for
@@ -102,6 +103,11 @@ def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend=
     probes the query's own group and the cells nearest it among all other
     groups, instead of every group: ``l / 2`` times less work, the same
     guarantee (a distance is never below the exact one).
+
+    ``known_own`` (float array of shape (n_queries,), NaN where unknown):
+    own distances the caller already has, e.g. from a neighbor list that
+    holds a row of the own group; they are returned as given, and the cell
+    search skips the own group for those queries.
 
     Returns
     -------
@@ -118,10 +124,13 @@ def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend=
     if own.size and not (0 <= own.min() and own.max() < n_groups):
         raise InvalidDataError(f"own groups must lie in [0, {n_groups}), found {own.min()}..{own.max()}")
     own = own.astype(np.int64)
+    known = np.full(Q.shape[0], np.nan) if known_own is None else np.asarray(known_own, dtype=np.float64)
+    if known.shape != (Q.shape[0],):
+        raise InvalidDataError(f"known_own must have shape ({Q.shape[0]},), got {known.shape}")
     search = _searcher(X_train, groups, n_groups, backend, options)
     rows = np.arange(Q.shape[0])
     if isinstance(search, GroupedCellIndex):
-        indices, distances = search.search_own_and_other(Q, exclude, own)
+        indices, distances = search.search_own_and_other(Q, exclude, own, need_own=np.isnan(known))
         other_group = np.where(indices[:, 1] >= 0, groups[np.maximum(indices[:, 1], 0)], -1)
         own_distance, other_distance = distances[:, 0], distances[:, 1]
     else:
@@ -132,7 +141,7 @@ def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend=
         other_distance = distances[rows, other_group]
     # No other group has a row: h̃ is the lowest group other than the query's own.
     other_group = np.where(np.isinf(other_distance), (own == 0).astype(np.int64), other_group)
-    return own_distance, other_distance, other_group
+    return np.where(np.isnan(known), own_distance, known), other_distance, other_group
 
 
 def _check_search(X_train, groups, n_groups, X_query, exclude):

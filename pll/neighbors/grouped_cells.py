@@ -100,7 +100,9 @@ class GroupedCellIndex:
         self.cell_group = np.array(cell_group, dtype=np.int64)
         self.cell_rows = cell_rows_of
         self.screening = [screening_rows(X_train[rows], self.center)[0] for rows in cell_rows_of]
-        self._sq_centers = np.einsum("ij,ij->i", self.centers, self.centers)
+        # Cells are chosen in float32: which of two nearly equidistant cells is probed does not matter.
+        self._centers32 = self.centers.astype(np.float32)
+        self._sq_centers = np.einsum("ij,ij->i", self.centers, self.centers).astype(np.float32)
 
     def search(self, Q, exclude):
         """Approximate nearest row of every group for each row of ``Q`` (the contract of :func:`nearest_by_group`).
@@ -123,16 +125,19 @@ class GroupedCellIndex:
             self._search_unfound(g, Q, exclude, np.flatnonzero(~found), indices, distances)
         return indices, distances
 
-    def search_own_and_other(self, Q, exclude, own):
+    def search_own_and_other(self, Q, exclude, own, need_own=None):
         """Approximate nearest row of its own group and of any other group, for each row of ``Q``.
 
         The contract of :func:`~pll.neighbors.grouped.nearest_own_and_other`.
         A query probes the :attr:`n_probe` cells of its group ``own`` nearest
         it, and the ``n_probe`` nearest cells of all other groups together:
         the nearest other row lies in a cell near the query whatever its
-        group, so the work is that of two groups, not of ``l``.
+        group, so the work is that of two groups, not of ``l``.  Queries
+        outside ``need_own`` (bool, shape (n,); default: all) search the
+        other groups only, and get -1 and inf in the own slot.
         """
         n_query = Q.shape[0]
+        need_own = np.ones(n_query, dtype=bool) if need_own is None else np.asarray(need_own, dtype=bool)
         best = np.full((n_query, 2), np.inf, dtype=np.float32)
         chosen = np.full((n_query, 2), -1, dtype=np.int64)
         if self.cell_rows:
@@ -143,26 +148,29 @@ class GroupedCellIndex:
                     part = np.arange(lo, min(lo + _CENTER_BLOCK, block.stop))
                     to_center = self._center_values(Q[part])
                     mine = self.cell_group[None, :] == own[part, None]
-                    for slot, allowed in enumerate((mine, ~mine)):
-                        q, c = _nearest_allowed(np.where(allowed, to_center, np.inf), self.n_probe)
-                        queries.append(part[q] - block.start), cells.append(c), slots.append(np.full(q.size, slot))
+                    for slot, allowed, asking in ((0, mine, need_own[part]), (1, ~mine, slice(None))):
+                        q, c = _nearest_allowed(np.where(allowed[asking], to_center[asking], np.float32(np.inf)),
+                                                self.n_probe)
+                        queries.append(part[asking][q] - block.start), cells.append(c)
+                        slots.append(np.full(q.size, slot))
                 B, _ = screening_queries(Q[rows], self.center)
                 self._probe(B, exclude[rows], np.concatenate(queries), np.concatenate(cells), np.concatenate(slots),
                             best[rows], chosen[rows])
         distances = np.full((n_query, 2), np.inf)
-        for slot in (0, 1):
+        for slot, asking in ((0, need_own), (1, np.ones(n_query, dtype=bool))):
             found = chosen[:, slot] >= 0
             idx, dist = rerank(self.X_train, Q[found], chosen[found, slot : slot + 1], 1)
             chosen[found, slot], distances[found, slot] = idx[:, 0], dist[:, 0]
-            for g in np.unique(own[~found]):  # probed cells held nothing but the excluded row
-                queries = np.flatnonzero(~found & (own == g))
+            for g in np.unique(own[asking & ~found]):  # probed cells held nothing but the excluded row
+                queries = np.flatnonzero(asking & ~found & (own == g))
                 cells = self.cell_group == g if slot == 0 else self.cell_group != g
                 chosen[queries, slot], distances[queries, slot] = self._nearest_exactly(cells, Q, queries, exclude)
         return chosen, distances
 
     def _center_values(self, Q, cells=slice(None)):
         """Squared distances from each query to the centers of ``cells`` (default: all), less ``|q|^2``."""
-        return self._sq_centers[None, cells] - 2.0 * (Q - self.center) @ self.centers[cells].T
+        centered = (Q - self.center).astype(np.float32)
+        return self._sq_centers[None, cells] - np.float32(2.0) * centered @ self._centers32[cells].T
 
     def _search_unfound(self, g, Q, exclude, queries, indices, distances):
         """Exact search of group ``g`` for queries whose probed cells held nothing but their excluded row.

@@ -29,6 +29,8 @@ QUERY_ROWS = 65_536
 LARGE_GRAPH_ROWS = 500_000
 """From this many training rows the graph has at least :data:`LARGE_GRAPH_DEGREE` neighbors (:func:`graph_neighbors`)."""
 LARGE_GRAPH_DEGREE = 30
+WIDE_K = 32
+"""Searches for this many neighbors or more are *wide*: a thinner graph margin, another query breadth."""
 
 
 def graph_neighbors(k, n_train=0):
@@ -44,10 +46,15 @@ def graph_neighbors(k, n_train=0):
     recall@10 was 0.937 with 18 neighbors (41 s), 0.965 with 24 (47 s), 0.982
     with 30 (68 s) and 0.988 with 36 (74 s), with 5 iterations or 30 alike; so
     from :data:`LARGE_GRAPH_ROWS` rows the degree is at least
-    :data:`LARGE_GRAPH_DEGREE`.  PL A-kNN's 50 neighbors (58 in the graph) kept
-    recall 0.9998 there.
+    :data:`LARGE_GRAPH_DEGREE`.  Wide searches (``k >= WIDE_K``) need little
+    slack: on 640,000 rows of that table in PL A-kNN's projection (cube root,
+    L2), k = 50, a graph of 58 built in 86 s with own recall@50 0.9995 and new
+    queries' 0.9996; one of 52 in 74 s with 0.9993 and 0.9993 (12 trees instead
+    of 32 saved nothing).  The graph holds the row itself, so it needs at
+    least ``k + 1`` for the own lists to be served without exact search.
     """
-    return max(k + 8, LARGE_GRAPH_DEGREE) if n_train >= LARGE_GRAPH_ROWS else k + 8
+    degree = k + (2 if k >= WIDE_K else 8)
+    return max(degree, LARGE_GRAPH_DEGREE) if n_train >= LARGE_GRAPH_ROWS else degree
 
 
 # Forest and descent defaults.  On the blobs of benchmarks/knn.py, 24 trees of up to 250 rows give a starting
@@ -57,8 +64,6 @@ def graph_neighbors(k, n_train=0):
 # benchmark's noisier table (see graph_neighbors) needs 32 trees and epsilon 0.35 to keep recall >= 0.98.
 DEFAULTS = {"n_trees": 32, "leaf_size": 250, "delta": 0.01, "diversify_prob": 0.5, "parallel_batch_queries": True}
 DEFAULT_EPSILON = 0.35
-WIDE_K = 32
-"""Searches for this many neighbors or more default to :data:`WIDE_EPSILON` and fewer extra candidates."""
 WIDE_EPSILON = 0.2
 """Query breadth of wide searches.  A wide search fetches many candidates anyway, which already widens
 pynndescent's frontier.  Measured on the scale table's 300,000 rows with PL A-kNN's projection (cube root,
