@@ -43,27 +43,21 @@ from tasks.tracking import KIND_TAG, PARENT_TAG, end_run, resolve_tracking_uri, 
 from tasks.trust import trust_option
 
 
-def _completed(future, done):
-    """``future``'s result once it has ended; if it failed, the other stages are asked to stop and its error is raised.
+def _results(futures):
+    """The stages' results; at the first that fails, the others are asked to stop and its own error is raised.
 
     Not the "upstream not ready" of the stages that waited for it, and not
     minutes later: the stages still running end at their next block of rows
-    (:func:`tasks.progress.stop_stages`).  ``done``: the futures already seen to end.
+    (:func:`tasks.progress.stop_stages`).
     """
-    future.wait()  # its final state, not the API's record of it, which may lag behind
-    done.append(future)
-    if not future.state.is_completed():
-        stop_stages(FlowRunContext.get().flow_run.id)
-        failed = [f for f in done if f.state.is_failed()]  # a stage that was not ready waited for these
-        (failed or [future])[0].result()
-    return future.result()
-
-
-def _results(futures):
-    """The stages' results, in order; the first that fails stops the others (:func:`_completed`)."""
     done = []
     for future in as_completed(futures):
-        _completed(future, done)
+        future.wait()  # its final state, not the API's record of it, which may lag behind
+        done.append(future)
+        if not future.state.is_completed():
+            stop_stages(FlowRunContext.get().flow_run.id)
+            failed = [f for f in done if f.state.is_failed()]  # a stage that was not ready waited for these
+            (failed or [future])[0].result()
     return [future.result() for future in futures]
 
 
@@ -71,13 +65,11 @@ def _staged(ds, plan, seed, noise, noise_params, methods, method_params, feature
             knn_backend, knn_options, conformal_alpha) -> RunResult:
     """The protocol of :func:`pll.experiment.run_protocol` with a cached Prefect task per stage.
 
-    Each stage is submitted as soon as the stages it takes are done, feature
-    pipeline by feature pipeline: the neighbors of cheap features are searched
-    while another pipeline is still being fitted, and the trust stage of a
-    method starts when the method is done.  A stage takes plain values, not
-    futures, whose state Prefect would read from its API once for every task
-    that takes them.  (Not ``opaque`` values, which would save Prefect a walk
-    through their fields: prefect-dask's task runner passes them on still wrapped.)
+    Stage by stage, each waited for before the next is submitted: a stage then
+    takes plain values, not futures, whose state Prefect would read from its
+    API once for every task that takes them.  (Not ``opaque`` values, which
+    would save Prefect a walk through their fields: prefect-dask's task
+    runner passes them on still wrapped.)
     """
     featurize_, neighbors_, method_, trust_, calibration_, conformal_ = (
         bounded(stage, ds.n_rows)
@@ -87,40 +79,23 @@ def _staged(ds, plan, seed, noise, noise_params, methods, method_params, feature
     ds = bounded(add_noise, ds.n_rows)(ds, noise, noise_params, seed)
     rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
     groups = plan.groups
-    ready = [{} for _ in groups]  # per feature pipeline: split, calibration, neighbors
-    native, trust, conformal, searches = {}, {}, {}, {}
-    pending = {}
-    for i, g in enumerate(groups):
-        pending[featurize_.submit(ds, rows, g.features, knn_backend, knn_options)] = ("split", i)
-        pending[calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options)] = ("calibration", i)
-    done = []
-    while pending:
-        future = next(iter(as_completed(list(pending))))
-        result = _completed(future, done)
-        stage, key = pending.pop(future)
-        if stage in ("split", "calibration"):
-            ready[key][stage] = result
-            if len(ready[key]) == 2:
-                g, split, calibration = groups[key], ready[key]["split"], ready[key]["calibration"]
-                pending[neighbors_.submit(split, calibration, g.k, knn_backend, knn_options)] = ("neighbors", key)
-                for run in g.runs if conformal_alpha is not None else ():
-                    pending[conformal_.submit(run, calibration, seed, conformal_alpha)] = ("conformal", run.name)
-        elif stage == "neighbors":
-            searches[key] = ready[key]["neighbors"] = result
-            for run in groups[key].runs:
-                pending[method_.submit(run, ready[key]["split"], ready[key]["calibration"], result, seed)] = (
-                    "method", key)
-        elif stage == "method":
-            native[result.name] = result
-            split, calibration, nb = (ready[key][s] for s in ("split", "calibration", "neighbors"))
-            pending[trust_.submit(result, split, rows, nb, calibration, knn_backend=knn_backend,
-                                  knn_options=knn_options)] = ("trust", result.name)
-        else:
-            (trust if stage == "trust" else conformal)[key] = result
-    # Every method run is evaluated with its own reject option, the trust score's and conformal sets'.
-    names = [run.name for g in groups for run in g.runs]
-    outputs = ([native[n] for n in names] + [trust[n] for n in names] + [conformal[n] for n in names if n in conformal])
-    neighbors = {g.features: searches[i] for i, g in enumerate(groups)}
+    splits = [featurize_.submit(ds, rows, g.features, knn_backend, knn_options) for g in groups]
+    calibrations = [calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options) for g in groups]
+    splits, calibrations = _results(splits), _results(calibrations)
+    conformal = ([conformal_.submit(run, calibration, seed, conformal_alpha)
+                  for calibration, g in zip(calibrations, groups) for run in g.runs]
+                 if conformal_alpha is not None else [])
+    searches = _results([neighbors_.submit(s, c, g.k, knn_backend, knn_options)
+                         for s, c, g in zip(splits, calibrations, groups)])
+    stages = list(zip(splits, calibrations, searches, groups))
+    native = _results([method_.submit(run, split, calibration, nb, seed)
+                       for split, calibration, nb, g in stages for run in g.runs])
+    # Every method run is evaluated a second time with the trust score as its reject option.
+    inputs_of = {run.name: (split, calibration, nb) for split, calibration, nb, g in stages for run in g.runs}
+    trust = [trust_.submit(o, inputs_of[o.name][0], rows, inputs_of[o.name][2], inputs_of[o.name][1],
+                           knn_backend=knn_backend, knn_options=knn_options) for o in native]
+    outputs = native + _results(trust + conformal)
+    neighbors = {g.features: nb for g, nb in zip(groups, searches)}
     return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows))
 
 

@@ -61,23 +61,27 @@ def graph_neighbors(k, n_train=0):
 # graph of recall about 0.97 for 4.5 s of single-thread build, after which two NN-descent iterations suffice
 # (delta 0.01 stops there; 0.001 adds a third for +0.0005 recall); pruning only half of the search graph's
 # long edges (diversify_prob 0.5) and epsilon 0.3 keep new queries' recall@10 about 0.99.  The scale
-# benchmark's noisier table (see graph_neighbors) needs 32 trees and epsilon 0.35 to keep recall >= 0.98.
+# benchmark's noisier table (see graph_neighbors) needs 32 trees and a wider query (QUERY_EPSILON).
 DEFAULTS = {"n_trees": 32, "leaf_size": 250, "delta": 0.01, "diversify_prob": 0.5, "parallel_batch_queries": True}
-DEFAULT_EPSILON = 0.35
-WIDE_EPSILON = 0.2
-"""Query breadth of wide searches.  A wide search fetches many candidates anyway, which already widens
-pynndescent's frontier.  Measured on the scale table's 300,000 rows with PL A-kNN's projection (cube root,
-L2; 240,000 training rows, 20,000 new queries, k = 50, graph of 58): (query_k, epsilon) = (100, 0.35)
-7.8 s at recall 0.9999, (60, 0.35) 4.7 s, (60, 0.25) 3.2 s at 0.9997, (60, 0.2) 3.0 s at 0.9995,
-(55, 0.2) 2.7 s at 0.9994.  Narrow searches (k = 10) keep epsilon 0.35 and 2 k candidates
-(:func:`graph_neighbors`)."""
+QUERY_EPSILON = {False: 0.35, True: 0.2}
+"""pynndescent's query breadth of narrow and wide (``k >= WIDE_K``) searches.  A wide search fetches many
+candidates, which widens pynndescent's frontier already.  Measured on the scale table (20,000 new queries,
+seconds at recall@k), (query_k, epsilon):
+
+- k = 10, 640,000 training rows min-max scaled, graph of 30: (20, 0.35) 4.3 s at 0.9967, (20, 0.25)
+  2.7 s at 0.9880, (20, 0.2) 2.5 s at 0.9755, (30, 0.2) 2.9 s at 0.9896; on 240,000 rows, graph of 18:
+  (20, 0.35) 2.9 s at 0.9933, (20, 0.3) 2.4 s at 0.9883, (30, 0.25) 2.6 s at 0.9902, (30, 0.2) 2.1 s
+  at 0.9820.  Too close to 0.98 to narrow it further;
+- k = 50, 240,000 training rows in PL A-kNN's projection (cube root, L2), graph of 58: (100, 0.35) 7.8 s
+  at 0.9999, (60, 0.35) 4.7 s, (60, 0.25) 3.2 s at 0.9997, (60, 0.2) 3.0 s at 0.9995, (55, 0.2) 2.7 s
+  at 0.9994."""
 QUERY_EXTRA = 10
-"""Candidates fetched beyond ``k`` before the float64 rerank: ``k + 10`` (twice ``k`` for k = 10)."""
+"""Candidates fetched beyond ``k`` before the float64 rerank."""
 
 
 def query_defaults(k):
-    """pynndescent's ``(query_k, epsilon)`` for a search of ``k`` neighbors (see :data:`WIDE_EPSILON`)."""
-    return k + QUERY_EXTRA, WIDE_EPSILON if k >= WIDE_K else DEFAULT_EPSILON
+    """pynndescent's ``(query_k, epsilon)`` for a search of ``k`` neighbors (see :data:`QUERY_EPSILON`)."""
+    return k + QUERY_EXTRA, QUERY_EPSILON[k >= WIDE_K]
 
 
 class NNDescentIndex:
@@ -90,8 +94,8 @@ class NNDescentIndex:
         The most neighbors any search will ask for.
     epsilon : float, optional
         pynndescent's query breadth (larger: better recall, slower queries);
-        default: 0.35, or 0.2 for searches of 32 neighbors or more
-        (:func:`query_defaults`).
+        default: 0.35, or 0.2 for searches of :data:`WIDE_K` neighbors or
+        more (:data:`QUERY_EPSILON`).
     query_k : int, optional
         Candidates fetched per new query before the float64 rerank
         (default: ``k + 10`` for a search of ``k`` neighbors, so that a
