@@ -128,20 +128,10 @@ def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend=
     if known.shape != (Q.shape[0],):
         raise InvalidDataError(f"known_own must have shape ({Q.shape[0]},), got {known.shape}")
     search = _searcher(X_train, groups, n_groups, backend, options)
-    rows = np.arange(Q.shape[0])
-    if isinstance(search, GroupedCellIndex):
-        indices, distances = search.search_own_and_other(Q, exclude, own, need_own=np.isnan(known))
-        other_group = np.where(indices[:, 1] >= 0, groups[np.maximum(indices[:, 1], 0)], -1)
-        own_distance, other_distance = distances[:, 0], distances[:, 1]
-    else:
-        distances = search.search(Q, exclude)[1]
-        own_distance = distances[rows, own]
-        distances[rows, own] = np.inf
-        other_group = np.argmin(distances, axis=1)
-        other_distance = distances[rows, other_group]
+    indices, distances = search.search_own_and_other(Q, exclude, own, need_own=np.isnan(known))
     # No other group has a row: h̃ is the lowest group other than the query's own.
-    other_group = np.where(np.isinf(other_distance), (own == 0).astype(np.int64), other_group)
-    return np.where(np.isnan(known), own_distance, known), other_distance, other_group
+    other_group = np.where(indices[:, 1] >= 0, groups[np.maximum(indices[:, 1], 0)], (own == 0).astype(np.int64))
+    return np.where(np.isnan(known), distances[:, 0], known), distances[:, 1], other_group
 
 
 def _check_search(X_train, groups, n_groups, X_query, exclude):
@@ -167,7 +157,7 @@ def _check_search(X_train, groups, n_groups, X_query, exclude):
 
 
 def _searcher(X_train, groups, n_groups, backend, options):
-    """What searches the groups for ``backend``: an index with ``search(Q, exclude)``."""
+    """What searches the groups for ``backend``: an index with ``search`` and ``search_own_and_other``."""
     check_backend(backend, options)
     picked, options = resolve(backend, options, X_train.shape[0], AUTO_EXACT_MAX_ROWS)
     if picked == EXACT:
@@ -177,7 +167,26 @@ def _searcher(X_train, groups, n_groups, backend, options):
     return EachGroupSearch(X_train, groups, n_groups, picked, options)
 
 
-class EachGroupSearch:
+class AllGroupsSearch:
+    """A search of every group at once, whose own-and-other search is that search reduced to two groups."""
+
+    def search_own_and_other(self, Q, exclude, own, need_own=None):
+        """Nearest row of the own group ``own`` and of any other group (ties: the lower group), shape (n, 2) each.
+
+        The contract of :meth:`~pll.neighbors.grouped_cells.GroupedCellIndex.search_own_and_other`;
+        the own group is found for every query, whatever ``need_own`` says (one pass serves all groups).
+        """
+        indices, distances = self.search(Q, exclude)
+        rows = np.arange(Q.shape[0])
+        own_index, own_distance = indices[rows, own], distances[rows, own]
+        distances[rows, own] = np.inf
+        other = np.argmin(distances, axis=1)
+        other_distance = distances[rows, other]
+        other_index = np.where(np.isinf(other_distance), -1, indices[rows, other])  # no other group has a row
+        return np.column_stack([own_index, other_index]), np.column_stack([own_distance, other_distance])
+
+
+class EachGroupSearch(AllGroupsSearch):
     """One :class:`~pll.neighbors.NeighborIndex` search per group, with an approximate ``backend``.
 
     A query whose excluded row is in the group takes its second neighbor.
@@ -208,7 +217,7 @@ class EachGroupSearch:
         return indices, distances
 
 
-class GroupedExactIndex:
+class GroupedExactIndex(AllGroupsSearch):
     """Exact nearest row of every group: float32 BLAS screening, certified float64 reranking.
 
     The member rows' screening rows (:mod:`pll.neighbors.screening`) are laid
