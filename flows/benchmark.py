@@ -107,6 +107,8 @@ def benchmark(
     if parent is None:
         config = {"grid": spec.spec, "source": spec.source, "cells": len(spec.cells), "executions": len(executions)}
         tags = {GRID_KEY_TAG: spec.key, "pll.grid": spec.name, KIND_TAG: GRID_KIND}
+        if spec.preset:
+            tags["pll.preset"] = spec.preset
         description = (f"Benchmark grid {spec.name}: {len(spec.cells)} method runs in {len(executions)} pipeline "
                        f"runs. {spec.description}").strip()
         name = unique_run_name(tracking_uri, experiment, f"grid {spec.name}")

@@ -147,6 +147,9 @@ def _add_data_arguments(parser):
                         f"(default: {catalog.DEFAULT_NOISE})")
     parser.add_argument("--noise-params", type=_json_arg, default=None,
                         help='JSON parameters of the noise model, e.g. \'{"p": 0.5}\'')
+    parser.add_argument("--preset", default=None, choices=catalog.PRESETS, metavar="PRESET",
+                        help=f"noise parameters that --noise-params leaves out, from a reading of the DST-PLL "
+                        f"paper's protocol: {_choices(catalog.PRESETS)} (default: none)")
     parser.add_argument("--mat-variables", type=_mat_variables, default=None, metavar="KEY=NAME,...",
                         help="a .mat file's variables by other names than PALM's, e.g. "
                         "features=features,partial_labels=p_labels,labels=logitlabels (keys left out: the default "
@@ -270,6 +273,10 @@ def preflight(args):
     from pll.experiment import check_run
     from tasks.tracking_store import resolve_tracking_uri
 
+    if getattr(args, "preset", None):
+        from pll.paper_protocols import preset_noise_params
+
+        args.noise_params = preset_noise_params(args.preset, args.noise, args.noise_params) or None
     if args.command == "run":
         check_run(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
                   noise_params=args.noise_params, methods=args.methods, method_params=args.method_params, features=args.features,

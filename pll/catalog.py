@@ -43,6 +43,14 @@ PROTOCOLS = {
     "dst-pll": "prepare real-world data as the DST-PLL paper does",
 }
 
+PRESETS = {
+    "paper-text": "the DST-PLL paper's text: uniform 3 labels on 70 % of rows, class-dependent adds the partner, "
+    "eq. (1) risks, paired t-tests",
+    "authors-code": "the DST-PLL authors' code: uniform 2 labels on 50 %, class-dependent with eps 0.7, their "
+    "SGD-trained noise network, their plotting script's risks, unpaired t-tests",
+}
+"""Readings of the DST-PLL paper's protocol (``--preset``, a grid's ``preset``; :mod:`pll.paper_protocols`)."""
+
 DEFAULT_DATASET = "digits"
 DEFAULT_PROTOCOL = "none"
 DEFAULT_NOISE = "auto"

@@ -10,6 +10,9 @@ The grid is the cross product of the lists in the file::
     max_concurrency: 2           # cells running at once (default: 2)
     datasets: [iris, wine]       # required; built-in names or file paths
     protocol: none               # data preparation: none or dst-pll (real-world data as the paper)
+    preset: authors-code         # optional: noise parameters the entries below leave out, from the
+                                 #   DST-PLL paper's text or its authors' code (pll.paper_protocols);
+                                 #   `pll report` also takes its risk aggregation and t-test from it
     noisy_bags: false            # accept empty bags and true labels outside their bags
     noise:                       # default: [auto]; an entry is a model name or a mapping
       - class_dependent          #   whose 'model' names the model and whose other keys
@@ -79,10 +82,12 @@ from .features import FEATURE_PIPELINES
 from .methods import METHODS, make_method
 from .neighbors.registry import BACKENDS, DEFAULT_BACKEND, check_backend
 from .noise import check_noise
+from .paper_protocols import PRESETS, preset_noise_params
 
 DEFAULT_MAX_CONCURRENCY = 2
 KEYS = (
-    "name", "description", "experiment", "max_concurrency", "datasets", "protocol", "noisy_bags", "noise", "seeds",
+    "name", "description", "experiment", "max_concurrency", "datasets", "protocol", "preset", "noisy_bags", "noise",
+    "seeds",
     "methods", "method_features", "features", "knn_backend", "knn_options", "val_fraction",
 )
 REQUIRED = ("name", "datasets", "seeds", "methods")
@@ -218,6 +223,7 @@ class Grid:
     description: str = ""
     source: str = "<grid>"
     spec: dict = field(default_factory=dict)
+    preset: str | None = None
 
     @property
     def key(self) -> str:
@@ -297,7 +303,11 @@ def parse_grid(spec, source="<grid>") -> Grid:
             check_backend(backend, knn_options)
         except PllError as exc:
             raise bad("knn_options", str(exc)) from None
-    noises = _noise_settings(spec.get("noise", catalog.DEFAULT_NOISE), bad)
+    preset = spec.get("preset")
+    if preset is not None and preset not in PRESETS:
+        raise bad("preset", f"unknown value {preset!r}; choose from {', '.join(PRESETS)}")
+    noises = [(model, preset_noise_params(preset, model, params))
+              for model, params in _noise_settings(spec.get("noise", catalog.DEFAULT_NOISE), bad)]
     methods = _method_settings(spec["methods"], bad)
     method_features = _method_features(spec.get("method_features") or {}, methods, bad)
 
@@ -314,7 +324,7 @@ def parse_grid(spec, source="<grid>") -> Grid:
         if cell.key in seen:
             raise bad("cells", f"{cell.label!r} appears twice (a value is listed twice)")
         seen[cell.key] = cell
-    return Grid(name, tuple(cells), experiment, int(max_concurrency), description, source, dict(spec))
+    return Grid(name, tuple(cells), experiment, int(max_concurrency), description, source, dict(spec), preset)
 
 
 def _is_int(value):

@@ -219,12 +219,36 @@ def default_noise_classifier(random_state=None):
     )
 
 
-def class_probabilities(X, y, n_classes, estimator=None, random_state=None):
-    """Fit a probabilistic classifier on (X, y) and return its probabilities, shape (n, n_classes)."""
+def authors_noise_classifier(random_state=None):
+    """The DST-PLL authors' noise network: min-max scaled inputs, d-300-300-300-l, 10 epochs of SGD on a squared loss.
+
+    It barely leaves its initialisation (:mod:`pll.noise_network`), so the
+    bags it yields are close to uniform noise with about ``0.3 l / (l - 1)``
+    per wrong label.
+    """
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    from .noise_network import SquaredLossMLP
+
+    return make_pipeline(MinMaxScaler(), SquaredLossMLP(random_state=seed_to_int(random_state)))
+
+
+NOISE_CLASSIFIERS = {"mlp": default_noise_classifier, "authors_sgd": authors_noise_classifier}
+"""The classifiers instance-dependent noise can be made with, by name (its parameter ``classifier``)."""
+
+
+def class_probabilities(X, y, n_classes, estimator=None, random_state=None, classifier="mlp"):
+    """Fit a probabilistic classifier on (X, y) and return its probabilities, shape (n, n_classes).
+
+    ``estimator`` (cloned) takes precedence over the named ``classifier`` of :data:`NOISE_CLASSIFIERS`.
+    """
     from sklearn.base import clone
     from sklearn.exceptions import ConvergenceWarning
 
-    model = default_noise_classifier(random_state) if estimator is None else clone(estimator)
+    if estimator is None and classifier not in NOISE_CLASSIFIERS:
+        raise InvalidParameterError(f"unknown noise classifier {classifier!r}: choose from {', '.join(NOISE_CLASSIFIERS)}")
+    model = NOISE_CLASSIFIERS[classifier](random_state) if estimator is None else clone(estimator)
     if not hasattr(model, "predict_proba"):
         raise InvalidParameterError(f"estimator {type(model).__name__} has no predict_proba")
     with warnings.catch_warnings():
@@ -235,22 +259,26 @@ def class_probabilities(X, y, n_classes, estimator=None, random_state=None):
     return proba
 
 
-def instance_dependent(X, y, n_classes, random_state=None, *, estimator=None):
+def instance_dependent(X, y, n_classes, classifier="mlp", random_state=None, *, estimator=None):
     """Instance-dependent noise (Zhang et al. 2021): confusable labels join the bag more often.
 
     A probabilistic classifier ``g`` is fitted on the true labels
-    (:func:`class_probabilities`; by default a small neural network, as the
-    authors use); each wrong label then joins the bag independently with the
-    probability :func:`instance_flip_probabilities` gives it.
+    (:func:`class_probabilities`; by default a small neural network trained
+    to fit them; ``classifier="authors_sgd"``: the DST-PLL authors' network,
+    which they train for only 10 epochs of SGD); each wrong label then joins
+    the bag independently with the probability
+    :func:`instance_flip_probabilities` gives it.
 
     Parameters
     ----------
     X : array of shape (n, d)
     y : int array of shape (n,)
     n_classes : int
+    classifier : {"mlp", "authors_sgd"}, default "mlp"
+        The classifier ``g`` by name (:data:`NOISE_CLASSIFIERS`).
     random_state : int or None
     estimator : scikit-learn classifier with ``predict_proba``, optional
-        Replaces the default network (it is cloned, not modified).
+        Replaces the named classifier (it is cloned, not modified).
 
     Returns
     -------
@@ -259,7 +287,7 @@ def instance_dependent(X, y, n_classes, random_state=None, *, estimator=None):
     y = _check_labels(y, n_classes)
     X = _check_features(X, y.size)
     seed = seed_to_int(random_state)
-    q = instance_flip_probabilities(class_probabilities(X, y, n_classes, estimator, seed), y)
+    q = instance_flip_probabilities(class_probabilities(X, y, n_classes, estimator, seed, classifier), y)
     S = _cell_uniform(seed, y.size, n_classes, _MEMBER) < q
     S[np.arange(y.size), y] = True
     return S
@@ -415,6 +443,9 @@ def check_noise(model, params=None):
     if unknown:
         raise InvalidParameterError(f"noise model {model!r} has no parameter {unknown[0]!r}; "
                                     f"its parameters: {', '.join(own) or 'none'}")
+    if name == "instance_dependent" and params.get("classifier", "mlp") not in NOISE_CLASSIFIERS:
+        raise InvalidParameterError(f"noise model {model!r}: unknown classifier {params['classifier']!r}; "
+                                    f"choose from {', '.join(NOISE_CLASSIFIERS)}")
     missing = [key for key, p in own.items() if p.default is p.empty and key not in params]
     if missing:
         raise InvalidParameterError(f"noise model {model!r} needs the parameter {missing[0]!r}")

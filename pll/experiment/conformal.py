@@ -36,4 +36,5 @@ def conformal_option(run, calibration: CalibrationSplit, seed: int, alpha: float
         train=None,
         val=sets.predict_with_reject(calibration.X_val, neighbors=calibration.val),
         option="conformal",
+        method=run.method,
     )

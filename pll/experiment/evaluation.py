@@ -10,6 +10,7 @@ import pandas as pd
 from ..bag_bounds import calibrate_thresholds_from_bags
 from ..conformal import set_report
 from ..errors import InvalidDataError
+from ..paper_protocols import SCRIPT_RULES, script_operating_point, script_score
 from ..reasons import reason_report
 from ..evaluation import (
     DEFAULT_LAMBDAS,
@@ -186,6 +187,9 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
     the true labels of the validation rows; without true labels, from their
     bags, minimising the upper bound of ``R_λ`` (the same as ``bag_cal_*``,
     which every run logs: the certified choice next to the true-label one).
+    The native option of the methods the DST-PLL paper compares also logs
+    the operating point of its authors' plotting script (``script_*``,
+    :func:`pll.paper_protocols.script_operating_point`).
     """
     test = _Judge(ds, rows.test, "test")
     val = _Judge(ds, rows.train[rows.val], "validation")
@@ -208,6 +212,9 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
             report.update(reason_report(out.test.reason[test.keep], correct))
         report.update(calibrated_metrics(cal, score, correct))
         report.update(bag_calibrated_metrics(bag_cal, score, correct))
+        rule = SCRIPT_RULES.get(out.method) if out.option == "native" else None
+        if rule is not None:  # the DST-PLL authors' operating point, for their way of tabulating R_λ
+            report.update(script_operating_point(script_score(out.test, rule)[test.keep], correct, rule))
         options.append(OptionEvaluation(
             out.name,
             out.option,

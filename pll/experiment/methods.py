@@ -20,7 +20,8 @@ class MethodOutput:
     the native option's (None for ``conformal``, which disambiguates nothing).
     ``fit``: how the method's fit ended, for the run's log (the method's
     ``fit_summary()``, e.g. :class:`~pll.PlClassifier`'s rounds; empty for
-    methods without one and for the other options).
+    methods without one and for the other options).  ``method``: the
+    method's registry name (``pl_knn``, ...), for rules that differ by method.
     """
 
     name: str
@@ -30,6 +31,7 @@ class MethodOutput:
     val: RejectPrediction
     option: str = "native"
     fit: dict = field(default_factory=dict)
+    method: str = ""
 
 
 def run_method(run, split, calibration, neighbors, seed: int) -> MethodOutput:
@@ -51,4 +53,5 @@ def run_method(run, split, calibration, neighbors, seed: int) -> MethodOutput:
         train=clf.disambiguate(),
         val=holdout.predict_with_reject(calibration.X_val, neighbors=calibration.val),
         fit=clf.fit_summary() if hasattr(clf, "fit_summary") else {},
+        method=run.method,
     )

@@ -51,4 +51,5 @@ def trust_option(
         train=train,
         val=with_trust(output.val, val_scores, threshold),
         option="trust",
+        method=output.method,
     )
