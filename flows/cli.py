@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 from contextlib import ExitStack
 
 import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
@@ -244,6 +245,18 @@ def build_parser():
     score.add_argument("--output", required=True, help="scored rows (.parquet); <stem>.review.parquet goes beside it")
     score.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     _experiment_argument(score)
+    report = _command(sub, "report", "write the papers' tables beside this project's, from benchmark grid runs")
+    report.add_argument("sources", nargs="+", metavar="SOURCE",
+                        help="MLflow experiments (all their grid runs, e.g. pll-paper-dst-pll) or grid run ids")
+    report.add_argument("--output", default="docs/results.md", help="the page to write (default: docs/results.md)")
+    report.add_argument("--preset", default=None, choices=catalog.PRESETS, metavar="PRESET",
+                        help="the reading of the protocol whose risk aggregation and t-test the tables use "
+                        f"(default: the grids' own, else paper-text): {_choices(catalog.PRESETS)}")
+    report.add_argument("--risk-aggregation", default=None, choices=catalog.RISK_AGGREGATIONS, metavar="HOW",
+                        help=f"overrides the preset's: {_choices(catalog.RISK_AGGREGATIONS)}")
+    report.add_argument("--ttest", default=None, choices=catalog.TTESTS, metavar="KIND",
+                        help=f"overrides the preset's: {_choices(catalog.TTESTS)}")
+    report.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     audit = _command(sub, "audit", "rank a data set's training bags by how strongly their neighbors contradict them")
     _add_data_arguments(audit)
     _features_argument(audit)
@@ -402,6 +415,38 @@ def cmd_datasets(args):
     return 0
 
 
+def cmd_report(args):
+    import pandas as pd
+
+    from pll.paper_protocols import get_preset
+    from pll.reproduction import ReportOptions, results_page
+    from tasks.grid_tracking import grid_results
+    from tasks.tracking_store import resolve_tracking_uri
+
+    tracking_uri = resolve_tracking_uri(args.tracking_uri)
+    tables, sources, presets = [], [], set()
+    for source in args.sources:
+        table, read, used = grid_results(tracking_uri, source)
+        tables.append(table)
+        sources += read
+        presets |= used
+    table = pd.concat(tables, ignore_index=True)
+    name = args.preset or (presets.pop() if len(presets) == 1 else "paper-text")
+    preset = get_preset(name)
+    options = ReportOptions(name, args.risk_aggregation or preset.risk_aggregation, args.ttest or preset.ttest)
+    command = " ".join(["pll report", *args.sources] + [f"--{k.replace('_', '-')} {v}" for k, v in (
+        ("preset", args.preset), ("risk_aggregation", args.risk_aggregation), ("ttest", args.ttest)) if v])
+    page = results_page(table, options, sources, command)
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(output.name + ".partial")
+    partial.write_text(page)
+    partial.replace(output)  # a reader never sees half a page
+    print(f"Wrote {output} from {len(sources)} grid run(s), {len(table)} rows (preset {name}, risks "
+          f"{options.risk_aggregation}, t-tests {options.ttest})")
+    return 0
+
+
 def cmd_train(args):
     from .train import train
 
@@ -484,7 +529,8 @@ def main(argv=None):
                 if log is not None:
                     print(f"Prefect: temporary local server (its log: {log})")
             return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
-                    "score": cmd_score, "benchmark": cmd_benchmark, "audit": cmd_audit}[args.command](args)
+                    "score": cmd_score, "benchmark": cmd_benchmark, "audit": cmd_audit,
+                    "report": cmd_report}[args.command](args)
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2

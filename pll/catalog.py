@@ -50,6 +50,12 @@ PRESETS = {
     "SGD-trained noise network, their plotting script's risks, unpaired t-tests",
 }
 """Readings of the DST-PLL paper's protocol (``--preset``, a grid's ``preset``; :mod:`pll.paper_protocols`)."""
+RISK_AGGREGATIONS = {
+    "eq1": "R_lambda of eq. (1) per run, then its mean",
+    "authors-script": "1 - mean covered accuracy + lambda * mean rejection rate at the authors' script's operating point",
+}
+TTESTS = {"paired": "paired by data set and seed (the paper's text)", "unpaired": "two-sample (the authors' script)"}
+"""How ``pll report`` aggregates risks and tests differences (:mod:`pll.paper_protocols`)."""
 
 DEFAULT_DATASET = "digits"
 DEFAULT_PROTOCOL = "none"

@@ -34,17 +34,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .catalog import RISK_AGGREGATIONS, TTESTS
 from .errors import InvalidParameterError
-
-RISK_AGGREGATIONS = {
-    "eq1": "R_λ of eq. (1) per run (accepted and wrong over all rows, plus λ · rejection rate), then its mean",
-    "authors-script": "1 − mean covered accuracy + λ · mean rejection rate, at the authors' script's operating point",
-}
-TTESTS = {
-    "paired": "paired t-test, pairs by data set and seed (the paper's text)",
-    "unpaired": "two-sample t-test with equal variances (the authors' table script)",
-}
-
 
 @dataclass(frozen=True)
 class Preset:
