@@ -17,12 +17,14 @@ pipeline run; stages they had finished come from the cache.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextvars import copy_context
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 from prefect import flow, get_run_logger
+from prefect.exceptions import PrefectHTTPStatusError
 from prefect.states import Failed
 
 from flows import LOG_PRINTS
@@ -71,9 +73,29 @@ class GridProgress:
                 f"{self.running} execution{'s' * (self.running != 1)} running")
 
 
+START_ATTEMPTS = 4
+"""Tries at starting an execution's subflow while the Prefect server answers 5xx (busy), 2, 4 and 8 s apart."""
+
+
+def _server_busy(exc) -> bool:
+    response = getattr(exc, "response", None)
+    return isinstance(exc, PrefectHTTPStatusError) and response is not None and response.status_code >= 500
+
+
 def run_execution(parameters: dict, scheduler_address: str | None):
-    """One execution: the pipeline as a subflow (its tasks on the Dask cluster if there is one); its final state."""
-    return on_dask(pipeline, scheduler_address)(**parameters, return_state=True)
+    """One execution: the pipeline as a subflow (its tasks on the Dask cluster if there is one); its final state.
+
+    A loaded machine's temporary Prefect server may refuse the subflow's
+    creation with 503 (seen under a grid of 315 cells beside other work);
+    starting it again a little later is safe, since nothing was created.
+    """
+    for attempt in range(START_ATTEMPTS):
+        try:
+            return on_dask(pipeline, scheduler_address)(**parameters, return_state=True)
+        except PrefectHTTPStatusError as exc:
+            if not _server_busy(exc) or attempt == START_ATTEMPTS - 1:
+                raise
+            time.sleep(2.0 * 2**attempt)
 
 
 def _error(state) -> str:
@@ -88,16 +110,19 @@ def benchmark(
     max_concurrency: int | None = None,
     tracking_uri: str | None = None,
     experiment: str | None = None,
+    preset: str | None = None,
 ):
     """Run every cell of ``grid`` (a grid file path, or the grid as a mapping; see :mod:`pll.grid`).
 
     ``dask_address``: None, ``"local"`` or a scheduler address (see
-    :mod:`flows.cluster`); ``max_concurrency`` and ``experiment`` override
-    the grid's.  Returns a dict: ``parent_run_id``, ``experiment``,
+    :mod:`flows.cluster`); ``max_concurrency``, ``experiment`` and ``preset``
+    (:mod:`pll.paper_protocols`) override the grid's.  Returns a dict: ``parent_run_id``, ``experiment``,
     ``tracking_uri``, ``cells`` (the total), ``finished``, ``failures``
     (cell, label, error), ``metrics`` (every cell's table) and ``summary``.
     """
     spec = load_grid(grid) if isinstance(grid, (str, Path)) else parse_grid(grid)
+    if preset is not None:
+        spec = parse_grid({**spec.spec, "preset": preset}, spec.source)
     tracking_uri = resolve_tracking_uri(tracking_uri)
     experiment = experiment or spec.experiment
     limit = max_concurrency or spec.max_concurrency
@@ -135,15 +160,19 @@ def benchmark(
                     futures[pool.submit(copy_context().run, run_execution, parameters, address)] = execution
                 logger.info(f"progress: {progress.line()}")
                 for future in as_completed(futures):
-                    execution, state = futures[future], future.result()
-                    if state.is_completed():
+                    execution = futures[future]
+                    try:
+                        state, error = future.result(), None
+                    except Exception as exc:  # the subflow never started: this execution fails, the others go on
+                        state, error = None, f"{type(exc).__name__}: {exc}"
+                    if state is not None and state.is_completed():
                         result = state.result()
                         finished[execution.key], tables[execution.key] = result["run_id"], result["metrics"]
                     else:
-                        error = _error(state)
+                        error = error or _error(state)
                         failures += [{"cell": c.key, "label": c.label, "error": error} for c in execution.cells]
                         logger.warning(f"execution failed: {execution.run_name}: {error}")
-                    progress.finish(execution, state.is_completed())
+                    progress.finish(execution, error is None)
                     logger.info(f"progress: {progress.line()}")
             finally:
                 pool.shutdown(cancel_futures=True)  # interrupted: start no further executions

@@ -221,6 +221,8 @@ def build_parser():
     bench.add_argument("--max-concurrency", type=_positive, default=None, help="cells at once (default: the grid's)")
     bench.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     bench.add_argument("--experiment", default=None, help="MLflow experiment name (default: the grid's)")
+    bench.add_argument("--preset", default=None, choices=catalog.PRESETS, metavar="PRESET",
+                       help=f"overrides the grid's preset: {_choices(catalog.PRESETS)}")
     _command(sub, "serve", "serve deployments/prefect.yaml with its schedules (needs a Prefect server)")
     _command(sub, "datasets", "list the built-in data sets, file formats, noise models and feature pipelines")
     train = _command(sub, "train", "fit a method on all rows of a data set; log it as an MLflow model")
@@ -251,7 +253,7 @@ def build_parser():
     report.add_argument("--output", default="docs/results.md", help="the page to write (default: docs/results.md)")
     report.add_argument("--preset", default=None, choices=catalog.PRESETS, metavar="PRESET",
                         help="the reading of the protocol whose risk aggregation and t-test the tables use "
-                        f"(default: the grids' own, else paper-text): {_choices(catalog.PRESETS)}")
+                        f"(default: the grids' own, else paper_text): {_choices(catalog.PRESETS)}")
     report.add_argument("--risk-aggregation", default=None, choices=catalog.RISK_AGGREGATIONS, metavar="HOW",
                         help=f"overrides the preset's: {_choices(catalog.RISK_AGGREGATIONS)}")
     report.add_argument("--ttest", default=None, choices=catalog.TTESTS, metavar="KIND",
@@ -286,7 +288,7 @@ def preflight(args):
     from pll.experiment import check_run
     from tasks.tracking_store import resolve_tracking_uri
 
-    if getattr(args, "preset", None):
+    if getattr(args, "preset", None) and hasattr(args, "noise"):
         from pll.paper_protocols import preset_noise_params
 
         args.noise_params = preset_noise_params(args.preset, args.noise, args.noise_params) or None
@@ -303,9 +305,11 @@ def preflight(args):
 
         check_reject_options(args.threshold, args.reject_lambda, args.conformal_alpha)
     elif args.command == "benchmark":
-        from pll.grid import load_grid
+        from pll.grid import load_grid, parse_grid
 
-        load_grid(args.grid)
+        grid = load_grid(args.grid)
+        if args.preset:
+            parse_grid({**grid.spec, "preset": args.preset}, grid.source)
     elif args.command == "score":
         from pll.scoring import check_input_path, check_output_path
 
@@ -377,6 +381,7 @@ def cmd_benchmark(args):
         grid=args.grid,
         dask_address=args.dask_address,
         max_concurrency=args.max_concurrency,
+        preset=args.preset,
         tracking_uri=args.tracking_uri,
         experiment=args.experiment,
         return_state=True,
@@ -431,7 +436,7 @@ def cmd_report(args):
         sources += read
         presets |= used
     table = pd.concat(tables, ignore_index=True)
-    name = args.preset or (presets.pop() if len(presets) == 1 else "paper-text")
+    name = args.preset or (presets.pop() if len(presets) == 1 else "paper_text")
     preset = get_preset(name)
     options = ReportOptions(name, args.risk_aggregation or preset.risk_aggregation, args.ttest or preset.ttest)
     command = " ".join(["pll report", *args.sources] + [f"--{k.replace('_', '-')} {v}" for k, v in (

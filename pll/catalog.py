@@ -44,15 +44,15 @@ PROTOCOLS = {
 }
 
 PRESETS = {
-    "paper-text": "the DST-PLL paper's text: uniform 3 labels on 70 % of rows, class-dependent adds the partner, "
+    "paper_text": "the DST-PLL paper's text: uniform 3 labels on 70 % of rows, class-dependent adds the partner, "
     "eq. (1) risks, paired t-tests",
-    "authors-code": "the DST-PLL authors' code: uniform 2 labels on 50 %, class-dependent with eps 0.7, their "
+    "authors_code": "the DST-PLL authors' code: uniform 2 labels on 50 %, class-dependent with eps 0.7, their "
     "SGD-trained noise network, their plotting script's risks, unpaired t-tests",
 }
 """Readings of the DST-PLL paper's protocol (``--preset``, a grid's ``preset``; :mod:`pll.paper_protocols`)."""
 RISK_AGGREGATIONS = {
     "eq1": "R_lambda of eq. (1) per run, then its mean",
-    "authors-script": "1 - mean covered accuracy + lambda * mean rejection rate at the authors' script's operating point",
+    "authors_script": "1 - mean covered accuracy + lambda * mean rejection rate at the authors' script's operating point",
 }
 TTESTS = {"paired": "paired by data set and seed (the paper's text)", "unpaired": "two-sample (the authors' script)"}
 """How ``pll report`` aggregates risks and tests differences (:mod:`pll.paper_protocols`)."""

@@ -10,7 +10,7 @@ The grid is the cross product of the lists in the file::
     max_concurrency: 2           # cells running at once (default: 2)
     datasets: [iris, wine]       # required; built-in names or file paths
     protocol: none               # data preparation: none or dst-pll (real-world data as the paper)
-    preset: authors-code         # optional: noise parameters the entries below leave out, from the
+    preset: authors_code         # optional: noise parameters the entries below leave out, from the
                                  #   DST-PLL paper's text or its authors' code (pll.paper_protocols);
                                  #   `pll report` also takes its risk aggregation and t-test from it
     noisy_bags: false            # accept empty bags and true labels outside their bags

@@ -5,7 +5,7 @@ released code (``script_create_data.py``, ``partial_label_learning/data.py``,
 ``script_create_plots.py``) differ in every choice that moves the numbers:
 
 ===========================  ==============================  ===============================================
-choice                       ``paper-text`` (§5.2, Table 1–2)  ``authors-code``
+choice                       ``paper_text`` (§5.2, Table 1–2)  ``authors_code``
 ===========================  ==============================  ===============================================
 uniform noise                3 wrong labels on 70 % of rows   2 wrong labels on 50 % of rows
 class-dependent noise        "adds the partner label"         partner drawn with weight ε = 0.7
@@ -51,8 +51,8 @@ class Preset:
 
 
 PRESETS = {
-    "paper-text": Preset(
-        "paper-text",
+    "paper_text": Preset(
+        "paper_text",
         MappingProxyType({
             "uniform": {"p": 0.7, "r": 3},
             "class_dependent": {"p": 0.7, "eps": 1.0, "r": 1},
@@ -61,14 +61,14 @@ PRESETS = {
         "eq1",
         "paired",
     ),
-    "authors-code": Preset(
-        "authors-code",
+    "authors_code": Preset(
+        "authors_code",
         MappingProxyType({
             "uniform": {"p": 0.5, "r": 2},
             "class_dependent": {"p": 0.7, "eps": 0.7, "r": 1},
             "instance_dependent": {"classifier": "authors_sgd"},
         }),
-        "authors-script",
+        "authors_script",
         "unpaired",
     ),
 }
@@ -88,7 +88,7 @@ def preset_noise_params(preset, model, params=None) -> dict:
 
     Examples
     --------
-    >>> preset_noise_params("authors-code", "uniform", {"p": 0.3})
+    >>> preset_noise_params("authors_code", "uniform", {"p": 0.3})
     {'p': 0.3, 'r': 2}
     >>> preset_noise_params(None, "uniform", {"p": 0.3})
     {'p': 0.3}
@@ -189,7 +189,7 @@ def aggregate_risk(runs: pd.DataFrame, lam: float, how: str) -> tuple[float, flo
     """Mean and std of ``R_λ`` over the runs of one method (one row each), aggregated as ``how`` says.
 
     ``eq1``: the column ``risk_<λ>`` (eq. (1) per run), its mean and sample
-    std.  ``authors-script``: the script's ``(1 − mean(acc)) + λ · mean(frac)``
+    std.  ``authors_script``: the script's ``(1 − mean(acc)) + λ · mean(frac)``
     from the columns ``script_covered_accuracy`` and
     ``script_rejection_rate``, with its std ``sqrt(std(acc)² + λ · std(frac)²)``
     (λ, not λ², as the script has it).  Runs without an operating point

@@ -143,7 +143,7 @@ def table_2_ordering(runs: pd.DataFrame, lambdas=DEFAULT_LAMBDAS) -> pd.DataFram
     rows = []
     if dst.empty or knn.empty:
         return pd.DataFrame(rows)
-    for how in ("eq1", "authors-script"):
+    for how in ("eq1", "authors_script"):
         row = {"risk aggregation": how}
         for lam in lambdas:
             d, k = aggregate_risk(dst, lam, how)[0], aggregate_risk(knn, lam, how)[0]

@@ -242,3 +242,41 @@ def test_smoke_grid_as_the_readme_runs_it_compares_in_mlflow_by_shared_columns(p
     best = accuracy.loc[accuracy["best"], "mean"].iloc[0]
     assert (accuracy.loc[accuracy["marked"], "mean"] == best).all()
     assert (accuracy.loc[accuracy["marked"] & ~accuracy["best"], "p_value"] == 1.0).all()
+
+
+def _http_error(status):
+    import httpx
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    request = httpx.Request("POST", "http://127.0.0.1:1/api/flow_runs/")
+    return PrefectHTTPStatusError(f"{status}", request=request, response=httpx.Response(status, request=request))
+
+
+def test_an_execution_the_busy_server_refuses_is_started_again_and_a_client_error_is_not(monkeypatch):
+    """Fault injection: the subflow's start fails as a loaded Prefect server's 503 made it fail in a real grid."""
+    import flows.benchmark as bench
+
+    calls, sleeps = [], []
+
+    def starts_after(failures, status):
+        def start(**parameters):
+            calls.append(parameters)
+            if len(calls) <= failures:
+                raise _http_error(status)
+            return "state"
+        return start
+
+    monkeypatch.setattr(bench.time, "sleep", sleeps.append)
+    monkeypatch.setattr(bench, "on_dask", lambda flow, address: starts_after(2, 503))
+    assert bench.run_execution({"seed": 0}, None) == "state"
+    assert len(calls) == 3 and sleeps == [2.0, 4.0]
+    calls.clear()
+    monkeypatch.setattr(bench, "on_dask", lambda flow, address: starts_after(1, 422))
+    with pytest.raises(Exception, match="422"):
+        bench.run_execution({"seed": 0}, None)
+    assert len(calls) == 1
+    calls.clear()
+    monkeypatch.setattr(bench, "on_dask", lambda flow, address: starts_after(99, 503))
+    with pytest.raises(Exception, match="503"):
+        bench.run_execution({"seed": 0}, None)
+    assert len(calls) == bench.START_ATTEMPTS

@@ -70,7 +70,7 @@ def test_script_rule_strictness_decides_rows_at_the_threshold():
 def test_authors_risk_aggregation_forms_the_risk_from_means_and_eq1_averages_risks():
     runs = pd.DataFrame({"script_covered_accuracy": [0.9, 0.7, np.nan], "script_rejection_rate": [0.2, 0.4, 0.5],
                          "risk_0.10": [0.1, 0.3, 0.2]})
-    mean, std = aggregate_risk(runs, 0.10, "authors-script")
+    mean, std = aggregate_risk(runs, 0.10, "authors_script")
     assert mean == pytest.approx((1 - 0.8) + 0.10 * 0.3)  # the NaN run left out, means first
     assert std == pytest.approx(np.sqrt(np.std([0.9, 0.7], ddof=1) ** 2 + 0.10 * np.std([0.2, 0.4], ddof=1) ** 2))
     assert aggregate_risk(runs, 0.10, "eq1") == (pytest.approx(0.2), pytest.approx(0.1))
@@ -91,15 +91,15 @@ def test_t_tests_are_scipys_paired_on_shared_observations_and_unpaired():
 
 def test_presets_fill_in_noise_parameters_the_caller_leaves_out():
     assert list(PRESETS) == list(catalog.PRESETS)
-    assert preset_noise_params("paper-text", "uniform") == {"p": 0.7, "r": 3}
-    assert preset_noise_params("authors-code", "class_dependent", {"eps": 0.5}) == {"p": 0.7, "eps": 0.5, "r": 1}
-    assert preset_noise_params("authors-code", "remove_true_label", {"nu": 0.2}) == {"nu": 0.2}
+    assert preset_noise_params("paper_text", "uniform") == {"p": 0.7, "r": 3}
+    assert preset_noise_params("authors_code", "class_dependent", {"eps": 0.5}) == {"p": 0.7, "eps": 0.5, "r": 1}
+    assert preset_noise_params("authors_code", "remove_true_label", {"nu": 0.2}) == {"nu": 0.2}
     with pytest.raises(InvalidParameterError, match="unknown preset 'paper'"):
         preset_noise_params("paper", "uniform")
 
 
 def test_a_grids_preset_sets_the_cells_noise_and_explicit_values_win():
-    spec = {"name": "p", "datasets": ["iris"], "seeds": [0], "methods": {"pl_knn": {}}, "preset": "authors-code",
+    spec = {"name": "p", "datasets": ["iris"], "seeds": [0], "methods": {"pl_knn": {}}, "preset": "authors_code",
             "noise": ["uniform", {"model": "uniform", "p": 0.9}, "instance_dependent"]}
     grid = parse_grid(spec)
     assert [c.noise_params for c in grid.cells] == [{"p": 0.5, "r": 2}, {"p": 0.9, "r": 2},
@@ -110,7 +110,7 @@ def test_a_grids_preset_sets_the_cells_noise_and_explicit_values_win():
 
 def test_paper_text_class_dependent_noise_adds_exactly_the_partner():
     y = np.repeat(np.arange(6), 50)
-    S = class_dependent(y, 6, **PRESETS["paper-text"].noise["class_dependent"], random_state=3)
+    S = class_dependent(y, 6, **PRESETS["paper_text"].noise["class_dependent"], random_state=3)
     partner = partner_classes(6, random_state=3)
     extra = S.sum(axis=1) == 2
     assert 0.6 < extra.mean() < 0.8  # p = 0.7

@@ -7,8 +7,8 @@ from scipy import stats
 
 from pll.reproduction import DST_PLL_TABLE_1, ReportOptions, noise_sweep, native_runs, results_page, table_1, table_2, table_2_ordering
 
-PAPER_TEXT = ReportOptions("paper-text", "eq1", "paired")
-AUTHORS = ReportOptions("authors-code", "authors-script", "unpaired")
+PAPER_TEXT = ReportOptions("paper_text", "eq1", "paired")
+AUTHORS = ReportOptions("authors_code", "authors_script", "unpaired")
 
 
 def grid_table(rng):
@@ -79,7 +79,7 @@ def test_table_2_averages_every_table_setting_and_its_ordering_is_checked_under_
     below = covered["risk_0.10"].mean() < knn["risk_0.10"].mean()
     assert order.loc["eq1", "λ=0.10"].startswith("yes" if below else "no")
     authors = (1 - covered["script_covered_accuracy"].mean()) + 0.1 * covered["script_rejection_rate"].mean()
-    assert f"{authors:.3f} vs" in order.loc["authors-script", "λ=0.10"]
+    assert f"{authors:.3f} vs" in order.loc["authors_script", "λ=0.10"]
 
 
 def test_noise_sweep_compares_pl_aknn_with_10_nn_per_noise_level():
@@ -99,6 +99,6 @@ def test_results_page_names_its_sources_and_says_what_it_cannot_cover():
     page = results_page(table, AUTHORS, sources, "pll report e")
     assert page.startswith("# Reproducing the papers' tables")
     assert "Written by `pll report e`" in page and "| g    | abc |" in page
-    assert "preset `authors-code`; risks aggregated as `authors-script`; t-tests `unpaired`" in page
+    assert "preset `authors_code`; risks aggregated as `authors_script`; t-tests `unpaired`" in page
     assert "mir-flickr and yahoo-news, not available here" in page
     assert "mfeat-fourier with cluster-dependent bags" in page and "_No runs of this table were found._" in page

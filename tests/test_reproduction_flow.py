@@ -54,6 +54,23 @@ def test_readme_quick_block_writes_the_page_and_its_numbers_are_the_logged_ones(
     (dst,) = [r for r in rows if r[:2] == ["real-world / none", "DST-PLL"]]
     assert dst[2:6] == ["2", "10", f"{accuracy.mean():.1f} (± {accuracy.std(ddof=1):.1f})", "52.1 (± 11.6)"]
     # The grid ran under its preset, and the page took the preset's aggregation and test from it.
-    assert "preset `authors-code`; risks aggregated as `authors-script`; t-tests `unpaired`" in page
+    assert "preset `authors_code`; risks aggregated as `authors_script`; t-tests `unpaired`" in page
     assert all(0.0 <= r.data.metrics["native.script_rejection_rate"] <= 1.0 for r in runs)
     assert "| real-world / none | PL-kNN" in page and "Ordering (the paper: DST-PLL below PL-kNN" in page
+
+
+def test_benchmark_preset_option_overrides_the_grids_and_tags_the_grid_run(prefect_harness, tmp_path, monkeypatch,
+                                                                           tracking_uri):
+    monkeypatch.chdir(tmp_path)
+    grid = tmp_path / "g.yaml"
+    grid.write_text("name: g\npreset: authors_code\ndatasets: [iris]\nnoise: [uniform]\nseeds: [0]\n"
+                    "methods: {dst_pll: {}}\n")
+    assert main(["benchmark", str(grid), "--preset", "paper_text", "--tracking-uri", tracking_uri]) == 0
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("pll-benchmark").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags["pll.kind"] == "grid"]
+    assert parent.data.tags["pll.preset"] == "paper_text"
+    assert {r.info.run_name for r in runs if r.data.tags["pll.kind"] == "pipeline"} == {
+        "iris / uniform(p=0.7, r=3) / seed 0"}
+    with pytest.raises(SystemExit):  # argparse refuses an unknown preset, naming the choices
+        main(["benchmark", str(grid), "--preset", "paper"])
