@@ -25,7 +25,7 @@ def grid_table(rng):
             for variant, base in (("pl_knn k=10", 0.80), ("dst_pll k=10", 0.78), ("ipal k=10", 0.75),
                                   ("pl_aknn max_neighbors=50", 0.70)):
                 nu = 0.3 if "0.3" in noise else 0.0
-                acc = base - (0.3 * nu if variant.startswith("pl_knn") else 0.0) + rng.normal(0, 0.02)
+                acc = base - (0.5 * nu if variant.startswith("pl_knn") else 0.0) + rng.normal(0, 0.01)
                 for reject in ("native", "trust"):
                     rows.append({
                         "cell": f"{dataset}{noise}{seed}{variant}", "dataset": dataset, "noise": noise, "seed": seed,
@@ -102,3 +102,7 @@ def test_results_page_names_its_sources_and_says_what_it_cannot_cover():
     assert "preset `authors_code`; risks aggregated as `authors_script`; t-tests `unpaired`" in page
     assert "mir-flickr and yahoo-news, not available here" in page
     assert "mfeat-fourier with cluster-dependent bags" in page and "_No runs of this table were found._" in page
+    # The checks: Table 1 cells within ±2 per setting, and the sweep's direction (PL A-kNN is 0.10 below 10-NN at
+    # nu = 0 and 0.05 above at nu = 0.3 here).
+    assert "- Table 1, uci / class_dependent: " in page and " of 3 methods within ±2 points." in page
+    assert "- msrc-v2, true label removed: PL A-kNN above 10-NN at 1 of 2 noise levels" in page
