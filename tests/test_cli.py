@@ -292,3 +292,20 @@ def test_help_of_commands_that_start_a_server_says_how_to_wait_longer_or_use_a_r
     text = " ".join(commands.choices[command].format_help().split())
     assert "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" in text
     assert "PREFECT_API_URL" in text
+
+
+@pytest.mark.parametrize("command", ["run", "train", "audit"])
+def test_preset_fills_in_the_noise_parameters_the_command_line_leaves_out(command, tmp_path, monkeypatch):
+    from flows.cli import build_parser, preflight
+
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args([command, "--noise", "uniform", "--noise-params", '{"p": 0.3}',
+                                      "--preset", "authors_code"])
+    preflight(args)
+    assert args.noise_params == {"p": 0.3, "r": 2}
+    args = build_parser().parse_args([command, "--noise", "instance_dependent", "--preset", "authors_code"])
+    preflight(args)
+    assert args.noise_params == {"classifier": "authors_sgd"}
+    args = build_parser().parse_args([command, "--noise", "auto", "--preset", "paper_text"])
+    preflight(args)
+    assert args.noise_params is None  # auto is no model a preset could fill in
