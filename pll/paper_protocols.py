@@ -51,26 +51,19 @@ class Preset:
 
 
 PRESETS = {
-    "paper_text": Preset(
-        "paper_text",
-        MappingProxyType({
+    preset.name: preset
+    for preset in (
+        Preset("paper_text", MappingProxyType({
             "uniform": {"p": 0.7, "r": 3},
-            "class_dependent": {"p": 0.7, "eps": 1.0, "r": 1},
-            "instance_dependent": {"classifier": "mlp"},
-        }),
-        "eq1",
-        "paired",
-    ),
-    "authors_code": Preset(
-        "authors_code",
-        MappingProxyType({
-            "uniform": {"p": 0.5, "r": 2},
+            "class_dependent": {"p": 0.7, "eps": 1.0, "r": 1},  # "adds the partner label"
+            "instance_dependent": {"classifier": "mlp"},  # "trains a supervised classifier"
+        }), "eq1", "paired"),
+        Preset("authors_code", MappingProxyType({
+            "uniform": {"p": 0.5, "r": 2},  # script_create_data.py
             "class_dependent": {"p": 0.7, "eps": 0.7, "r": 1},
-            "instance_dependent": {"classifier": "authors_sgd"},
-        }),
-        "authors_script",
-        "unpaired",
-    ),
+            "instance_dependent": {"classifier": "authors_sgd"},  # Datasplit.augment_targets_instance_dependent
+        }), "authors_script", "unpaired"),  # script_create_plots.py
+    )
 }
 
 
