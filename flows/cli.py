@@ -118,6 +118,15 @@ def _choices(names):
     return "; ".join(f"{name}: {text}" for name, text in names.items()).replace("%", "%%")
 
 
+def _feature_spec(text):
+    """A feature pipeline's name, or its name with parameters: the name is checked here, the parameters in preflight."""
+    name = text.split("(", 1)[0].strip()
+    if name not in catalog.FEATURE_PIPELINES:
+        raise argparse.ArgumentTypeError(f"unknown feature pipeline {name!r}; choose from "
+                                         f"{', '.join(catalog.FEATURE_PIPELINES)}")
+    return text
+
+
 def _positive(text):
     try:
         value = int(text)
@@ -184,9 +193,9 @@ def _command(sub, name, text):
 
 
 def _features_argument(parser):
-    parser.add_argument("--features", default=catalog.DEFAULT_FEATURES, choices=catalog.FEATURE_PIPELINES,
-                        metavar="FEATURES", help=f"feature pipeline: {_choices(catalog.FEATURE_PIPELINES)} "
-                        f"(default: {catalog.DEFAULT_FEATURES})")
+    parser.add_argument("--features", default=catalog.DEFAULT_FEATURES, type=_feature_spec, metavar="FEATURES",
+                        help=f"feature pipeline: {_choices(catalog.FEATURE_PIPELINES)}; parameters in parentheses, "
+                        f"e.g. 'pl_aknn_real(density_k=100)' (default: {catalog.DEFAULT_FEATURES})")
 
 
 def _experiment_argument(parser):

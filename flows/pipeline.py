@@ -20,6 +20,7 @@ from pll.experiment import (
     RunResult,
     check_run,
     make_split,
+    metric_prefix,
     neighbor_metrics,
     pipeline_run_name,
     plan_run,
@@ -207,7 +208,7 @@ def pipeline(
             result.data, result.rows, result.neighbors, result.outputs, result.evaluation)
         summary = ds.summary()
         knn = {k: v for features, nb in neighbor_sets.items() for k, v in neighbor_metrics(features, nb).items()}
-        backends = {f"knn.{features}.backend": nb.train.backend for features, nb in neighbor_sets.items() if nb}
+        backends = {f"{metric_prefix(features)}.backend": nb.train.backend for features, nb in neighbor_sets.items() if nb}
         context = {"dataset": ds.name, "noise": noise, "noise_params": noise_params or {}, "seed": seed,
                    "protocol": protocol, "knn_backend": knn_backend, "conformal_alpha": conformal_alpha,
                    "truth": evaluation.truth}
@@ -247,7 +248,7 @@ def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation):
         if nb is None:
             logger.info(f"neighbors {features}: none needed")
             continue
-        prefix = f"knn.{features}"
+        prefix = metric_prefix(features)
         recall = f"recall {knn[f'{prefix}.recall']:.3f}" if f"{prefix}.recall" in knn else "exact"
         seconds = knn[f"{prefix}.build_seconds"] + knn[f"{prefix}.query_seconds"]
         logger.info(f"neighbors {features}: k={nb.train.indices.shape[1]}, backend {nb.train.backend}, {recall}, "

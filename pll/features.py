@@ -6,6 +6,8 @@ new rows, with every statistic taken from the training rows.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -40,28 +42,65 @@ FEATURE_PIPELINES = {
 }
 
 
+_SPEC = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?:\((?P<params>.*)\))?\s*$", re.S)
+
+
+def parse_feature_spec(spec):
+    """A feature pipeline's name and parameters from its spec: ``name`` or ``name(key=value, ...)``.
+
+    Values are JSON (numbers, ``true``, ``"text"``) or else plain text.  The
+    spec names the pipeline everywhere a run does (grids, MLflow, its
+    neighbor stage), so that ``pl_aknn_real(density_k=100)`` is a pipeline
+    of its own beside ``pl_aknn_real``.
+
+    Examples
+    --------
+    >>> parse_feature_spec("pl_aknn_real(density_k=100, alpha=0.2)")
+    ('pl_aknn_real', {'density_k': 100, 'alpha': 0.2})
+    """
+    match = _SPEC.match(str(spec))
+    if match is None:
+        raise InvalidParameterError(f"feature pipeline {spec!r}: expected a name, or name(key=value, ...)")
+    params = {}
+    for item in filter(str.strip, (match["params"] or "").split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise InvalidParameterError(f"feature pipeline {spec!r}: {item.strip()!r} is not key=value")
+        try:
+            params[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key.strip()] = value.strip()
+    return match["name"], params
+
+
 def make_features(name="minmax", **params):
-    """A fresh, unfitted transformer for the named feature pipeline.
+    """A fresh, unfitted transformer for the named feature pipeline (a name or a spec, :func:`parse_feature_spec`).
 
     ``minmax`` and ``standard`` scale each feature; ``pca`` standardizes and
     keeps the principal components explaining 95 % of the variance (or
     ``n_components``); ``pl_aknn_real`` and ``pl_aknn_vision`` are
     :class:`PlAknnPreprocessor`'s two variants.  ``params`` go to the
-    transformer.
+    transformer, over those of the spec; their values are checked here.
 
     Examples
     --------
     >>> make_features("pl_aknn_vision", n_components=10)
     PlAknnPreprocessor(n_components=10, variant='vision')
+    >>> make_features("pl_aknn_real(density_k=100)")
+    PlAknnPreprocessor(density_k=100)
     """
+    name, given = parse_feature_spec(name)
     if name not in FEATURE_PIPELINES:
         raise InvalidParameterError(
             f"unknown feature pipeline {name!r}: choose one of {', '.join(FEATURE_PIPELINES)}"
         )
     try:
-        return FEATURE_PIPELINES[name](**params)
-    except TypeError as exc:
+        transformer = FEATURE_PIPELINES[name](**{**given, **params})
+        if hasattr(transformer, "_validate_params"):
+            transformer._validate_params()
+    except (TypeError, ValueError) as exc:
         raise InvalidParameterError(f"feature pipeline {name!r}: {exc}") from None
+    return transformer
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,7 +23,8 @@ The grid is the cross product of the lists in the file::
       dst_pll: {}
     method_features: {}          # optional; method name -> its feature pipeline, over the
                                  #   defaults of every run (pll.catalog.DEFAULT_METHOD_FEATURES)
-    features: minmax             # default: minmax; one pipeline or a list
+    features: minmax             # default: minmax; one pipeline or a list; parameters in
+                                 #   parentheses, e.g. pl_aknn_real(density_k=100)
     knn_backend: auto            # default: auto; one backend or a list
     knn_options: {}              # options of the kNN backend (not expanded)
     val_fraction: 0.2            # validation hold-out inside the training rows
@@ -78,7 +79,7 @@ from .experiment.evaluation import LABEL_METRICS, SHARED_LABEL_OPTIONS
 from .experiment.plan import method_run_name, noise_label, pipeline_run_name
 from .plots import risk_figure
 from .tables import significance_table
-from .features import FEATURE_PIPELINES
+from .features import make_features
 from .methods import METHODS, make_method
 from .neighbors.registry import BACKENDS, DEFAULT_BACKEND, check_backend
 from .noise import check_noise
@@ -293,7 +294,9 @@ def parse_grid(spec, source="<grid>") -> Grid:
     for i, seed in enumerate(seeds):
         if not _is_int(seed) or seed < 0:
             raise bad(f"seeds[{i}]", f"must be a non-negative integer, got {seed!r}")
-    features = _choices(spec.get("features", catalog.DEFAULT_FEATURES), "features", FEATURE_PIPELINES, bad)
+    features = _values(spec.get("features", catalog.DEFAULT_FEATURES), "features", bad)
+    for i, feature in enumerate(features):
+        _feature_spec(feature, f"features[{i}]" if isinstance(spec.get("features"), list) else "features", bad)
     backends = _choices(spec.get("knn_backend", DEFAULT_BACKEND), "knn_backend", BACKENDS, bad)
     knn_options = spec.get("knn_options") or {}
     if not isinstance(knn_options, dict):
@@ -405,6 +408,14 @@ def _method_settings(value, bad):
     return settings
 
 
+def _feature_spec(value, where, bad):
+    """A feature pipeline's name or spec (``pl_aknn_real(density_k=100)``), checked."""
+    try:
+        make_features(value)
+    except PllError as exc:
+        raise bad(where, str(exc)) from None
+
+
 def _method_features(value, methods, bad):
     """Each method's own feature pipeline: the grid's over the defaults the pipeline applies, so that a cell names what runs."""
     if not isinstance(value, dict):
@@ -413,9 +424,7 @@ def _method_features(value, methods, bad):
     for method, features in value.items():
         if method not in names:
             raise bad(f"method_features.{method}", "names a method the grid does not run")
-        if features not in FEATURE_PIPELINES:
-            raise bad(f"method_features.{method}",
-                      f"unknown feature pipeline {features!r}; choose from {', '.join(FEATURE_PIPELINES)}")
+        _feature_spec(features, f"method_features.{method}", bad)
     return {**{m: f for m, f in catalog.DEFAULT_METHOD_FEATURES.items() if m in names}, **value}
 
 

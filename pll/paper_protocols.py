@@ -21,8 +21,9 @@ t-test of tables             paired (by data set and seed)    unpaired (``scipy.
 A preset fills in the noise parameters a run or grid does not give itself
 (:func:`preset_noise_params`) and names how the report aggregates risks and
 tests differences (:mod:`pll.reproduction`).  PL A-kNN's density step (k = 50
-in its authors' code, 100 in its text) is a parameter of the feature pipeline
-(:class:`pll.features.PlAknnPreprocessor`), whose default is the code's.
+in its authors' code, 100 in its text) is a parameter of its feature pipeline,
+whose default is the code's; the text's is the spec
+``pl_aknn_real(density_k=100)`` (:func:`pll.features.parse_feature_spec`).
 """
 
 from __future__ import annotations

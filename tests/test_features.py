@@ -1,5 +1,7 @@
 """Feature pipelines: fitted on training rows only; PL A-kNN preprocessing against a direct oracle."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -195,3 +197,23 @@ def test_use_backend_leaves_estimators_without_neighbor_searches_alone():
     assert use_backend(scaler, "nndescent") is scaler and "knn" not in scaler.get_params()
     method = use_backend(pll.PlKnn(knn_params={"n_jobs": 1}), "dask", {"n_shards": 2}, keep={"knn_params"})
     assert (method.knn, method.knn_params) == ("dask", {"n_jobs": 1})
+
+
+def test_a_feature_spec_carries_its_pipelines_parameters_and_refuses_bad_ones():
+    from pll.experiment import metric_prefix
+    from pll.features import parse_feature_spec
+
+    assert parse_feature_spec("pl_aknn_real( density_k = 20 , alpha=0.2, variant=\"real-world\")") == (
+        "pl_aknn_real", {"density_k": 20, "alpha": 0.2, "variant": "real-world"})
+    assert make_features("pl_aknn_real(density_k=20)").get_params() == make_features("pl_aknn_real", density_k=20).get_params()
+    for spec, message in (("pl_aknn_real(density_k)", "is not key=value"), ("pl_aknn_real(k=3)", "unexpected keyword"),
+                          ("pl_aknn_real(density_k=0)", "must be an int in the range"), ("pl_aknn_real)(", "expected a name")):
+        with pytest.raises(InvalidParameterError, match=re.escape(message)):
+            make_features(spec)
+    ds = pll.load_dataset("wine")
+    rows = np.arange(ds.n_rows)
+    split = featurize(ds, rows[:140], rows[140:], "pl_aknn_real(density_k=20)")
+    direct = PlAknnPreprocessor(variant="real-world", density_k=20).fit(ds.X[:140])
+    np.testing.assert_allclose(split.X_test, direct.transform(ds.X[140:]))
+    assert not np.allclose(split.X_test, featurize(ds, rows[:140], rows[140:], "pl_aknn_real").X_test)
+    assert metric_prefix("pl_aknn_real(density_k=20)") == "knn.pl_aknn_real_density_k_20"

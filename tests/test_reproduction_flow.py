@@ -74,3 +74,20 @@ def test_benchmark_preset_option_overrides_the_grids_and_tags_the_grid_run(prefe
         "iris / uniform(p=0.7, r=3) / seed 0"}
     with pytest.raises(SystemExit):  # argparse refuses an unknown preset, naming the choices
         main(["benchmark", str(grid), "--preset", "paper"])
+
+
+def test_pl_aknn_density_k_of_the_papers_text_runs_through_pll_run_and_mlflow(prefect_harness, tmp_path, monkeypatch,
+                                                                              tracking_uri):
+    """The PL A-kNN paper's text says k = 100 for the density step, its code 50: a feature spec picks the text's."""
+    monkeypatch.chdir(tmp_path)
+    spec = "pl_aknn_real(density_k=100)"
+    argv = ["run", "--dataset", "wine", "--methods", "pl_aknn", "--method-features", f'{{"pl_aknn": "{spec}"}}',
+            "--tracking-uri", tracking_uri]
+    assert main(argv) == 0
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("pll").experiment_id])
+    (pipeline,) = [r for r in runs if r.data.tags["pll.kind"] == "pipeline"]
+    (method,) = [r for r in runs if r.data.tags["pll.kind"] == "method"]
+    assert "knn.pl_aknn_real_density_k_100.build_seconds" in pipeline.data.metrics
+    assert method.data.params["features"] == spec
+    assert main(argv[:6] + ['{"pl_aknn": "pl_aknn_real(density=100)"}']) == 2  # refused before anything starts

@@ -40,6 +40,7 @@ _PUBLIC = {
     "make_split": ".split",
     "method_run_name": ".plan",
     "method_settings": ".plan",
+    "metric_prefix": ".neighbors",
     "neighbor_metrics": ".neighbors",
     "neighbors_needed": ".plan",
     "noise_label": ".plan",

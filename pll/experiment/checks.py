@@ -48,12 +48,13 @@ def check_data(*, dataset, mat_variables=None, protocol=catalog.DEFAULT_PROTOCOL
 
 
 def check_feature_pipeline(name, what="features"):
-    """Refuse an unknown feature pipeline, naming ``what`` it was given for."""
-    from ..features import FEATURE_PIPELINES
+    """Refuse an unknown feature pipeline or bad parameters in its spec, naming ``what`` it was given for."""
+    from ..features import make_features
 
-    if name not in FEATURE_PIPELINES:
-        raise InvalidParameterError(f"{what}: unknown feature pipeline {name!r}; "
-                                    f"choose from {', '.join(FEATURE_PIPELINES)}")
+    try:
+        make_features(name)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{what}: {exc}") from None
 
 
 def check_protocol(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..neighbors import NeighborIndex, NeighborResult
@@ -41,6 +42,17 @@ def find_neighbors(split, calibration, k: int, backend: str, options: dict | Non
     return NeighborSet(train=train, test=test, val=calibration.val)
 
 
+def metric_prefix(features: str) -> str:
+    """``knn.<features>``, the spec's parameters spelled in the characters MLflow allows in keys.
+
+    Examples
+    --------
+    >>> metric_prefix("pl_aknn_real(density_k=100)")
+    'knn.pl_aknn_real_density_k_100'
+    """
+    return "knn." + re.sub(r"_+$", "", re.sub(r"[^\w.\- /]+", "_", features))
+
+
 def neighbor_metrics(features: str, neighbors: NeighborSet | None) -> dict:
     """The metrics of a neighbor set, as a run logs them: seconds spent, and recall for approximate backends.
 
@@ -51,7 +63,7 @@ def neighbor_metrics(features: str, neighbors: NeighborSet | None) -> dict:
     if neighbors is None:
         return {}
     results = {"train": neighbors.train, "test": neighbors.test, "val": neighbors.val}
-    prefix = f"knn.{features}"
+    prefix = metric_prefix(features)
     metrics = {
         f"{prefix}.build_seconds": neighbors.train.timings.get("build", 0.0) + neighbors.val.timings.get("build", 0.0),
         f"{prefix}.query_seconds": sum(r.timings.get("query", 0.0) for r in results.values()),
