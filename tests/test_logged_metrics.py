@@ -24,6 +24,7 @@ from pll.experiment import MethodOutput, evaluate, make_split, prediction_frames
 from pll.experiment.evaluation import bag_calibrated_metrics
 from pll.methods import METHODS, RejectPrediction
 from pll.noise import apply_noise
+from pll.paper_protocols import SCRIPT_RULES, script_operating_point
 from pll.reasons import REASONS, reason_report
 
 PER_CLASS_PREFIXES = ("belief", "plausibility", "share")
@@ -36,12 +37,16 @@ def option_columns(frame, option, base_option):
     return labels.to_numpy(), frame[f"{prefix}accept"].to_numpy(), frame[f"{prefix}score"].to_numpy()
 
 
-def recompute(test, val, option, base_option, classes, val_bags):
+def recompute(test, val, option, base_option, classes, val_bags, method):
     """Every metric of one (method, option), from its test and validation predictions tables (and the validation bags)."""
     labels, accept, score = option_columns(test, option, base_option)
     y = test["y_true"].to_numpy()
     report = reject_report(y, labels, accept, n_classes=len(classes))
     correct = labels == y
+    if option == base_option:
+        rule = SCRIPT_RULES[method]
+        shares = test[[f"share_{c}" for c in classes]].to_numpy().max(axis=1) if rule.top_share else None
+        report.update(script_operating_point(score if shares is None else shares, correct, rule))
     report["aurc"] = aurc(threshold_sweep(score, correct))
     val_labels, _, val_score = option_columns(val, option, base_option)
     calibration = calibrate_thresholds(val_score, val_labels == val["y_true"].to_numpy())
@@ -87,7 +92,7 @@ def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_h
         val = pd.read_parquet(root / "predictions" / "val.parquet")
         assert len(test) == 360 and test["row"].is_unique and val["row"].is_unique
         assert not set(test["row"]) & set(val["row"])  # the hold-out never sees test rows
-        recomputed = {option: recompute(test, val, option, "native", classes, bags[val["row"].to_numpy()])
+        recomputed = {option: recompute(test, val, option, "native", classes, bags[val["row"].to_numpy()], method)
                       for option in options}
         for option in options - {"native"}:
             assert f"{option}_score" in test and f"{option}_accept" in test
@@ -164,7 +169,8 @@ def toy_run(n=60, n_classes=3, seed=0):
         return RejectPrediction(rng.integers(0, n_classes, m), score > 0.5, score, np.zeros(m, bool))
 
     out = MethodOutput(
-        "pl_knn", "minmax", prediction(rows.test.size), prediction(rows.train.size), prediction(rows.val.size)
+        "pl_knn", "minmax", prediction(rows.test.size), prediction(rows.train.size), prediction(rows.val.size),
+        method="pl_knn",
     )
     return ds, rows, out
 
@@ -182,6 +188,7 @@ def test_without_true_labels_the_partial_label_loss_judges_rows_with_bags():
     expected.update(calibrated_metrics(calibration, out.test.score[keep], test_correct))
     expected.update(bag_calibrated_metrics(calibration, out.test.score[keep], test_correct))
     expected["aurc"] = aurc(threshold_sweep(out.test.score[keep], test_correct))
+    expected.update(script_operating_point(out.test.score[keep], test_correct, SCRIPT_RULES["pl_knn"]))
     assert result.metrics == {"pl_knn": run_metrics({"native": expected})}
     assert "mcc" not in result.metrics["pl_knn"]
     assert result.truth.startswith("partial-label loss")
@@ -265,6 +272,8 @@ def test_every_reject_option_of_a_method_gets_its_own_metric_names():
     assert set(result.sweeps) == {("pl_knn", "native"), ("pl_knn", "trust")}
     metrics = result.metrics["pl_knn"]
     native = {k.split(".", 1)[1] for k in metrics if k.startswith("native.")}
+    # The authors' script's operating point is the method's own score's: native only.
+    native -= {"script_threshold", "script_rejection_rate", "script_covered_accuracy"}
     assert {k.split(".", 1)[1] for k in metrics if k.startswith("trust.")} == native
     assert {"aurc", "risk_0.10", "cal_risk_0.10", "cal_threshold_0.10"} <= native
     # The label metrics depend on no reject option: logged once, without a prefix.

@@ -138,10 +138,12 @@ def test_native_options_of_the_papers_methods_log_the_scripts_operating_point():
     result = run_protocol(pll.load_dataset("wine"), seed=1, methods=["pl_knn", "dst_pll", "pl_aknn"],
                           conformal_alpha=None)
     table = result.evaluation.table.set_index(["method", "reject"])
+    assert set(SCRIPT_RULES) == set(pll.methods.METHODS)
     for method in ("pl_knn", "dst_pll"):
         row = table.loc[(method, "native")]
         assert 0.0 <= row["script_rejection_rate"] <= 1.0 and 0.0 <= row["script_covered_accuracy"] <= 1.0
-    assert table.loc[("pl_aknn", "native"), ["script_rejection_rate"]].isna().all()  # not one of the paper's
+    aknn = table.loc[("pl_aknn", "native")]  # not one of the paper's: its own rule, score > 0, as DST-PLL's
+    assert aknn["script_rejection_rate"] == pytest.approx(aknn["rejection_rate"])
     assert table.loc[("pl_knn", "trust"), ["script_rejection_rate"]].isna().all()
     # DST-PLL's operating point is its own rule, Δ > 0, whenever more than 10 test rows pass it (the script's
     # grid, np.arange(-1, 1.01, 0.01), puts its "0" at 8.9e-16, which no Δ here falls below).

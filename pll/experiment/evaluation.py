@@ -178,6 +178,14 @@ def bag_calibrated_metrics(calibration, score, correct):
     return out
 
 
+def _script_point(out, keep, correct):
+    """:func:`~pll.paper_protocols.script_operating_point` of a native output; NaN for an output naming no method."""
+    rule = SCRIPT_RULES.get(out.method)
+    if rule is None:
+        return dict.fromkeys(("script_threshold", "script_rejection_rate", "script_covered_accuracy"), float("nan"))
+    return script_operating_point(script_score(out.test, rule)[keep], correct, rule)
+
+
 def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
     """Evaluate every :class:`~pll.experiment.MethodOutput` on the test rows, thresholds calibrated on validation rows.
 
@@ -187,8 +195,8 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
     the true labels of the validation rows; without true labels, from their
     bags, minimising the upper bound of ``R_λ`` (the same as ``bag_cal_*``,
     which every run logs: the certified choice next to the true-label one).
-    The native option of the methods the DST-PLL paper compares also logs
-    the operating point of its authors' plotting script (``script_*``,
+    The native option of every method also logs the operating point of
+    the DST-PLL authors' plotting script (``script_*``,
     :func:`pll.paper_protocols.script_operating_point`).
     """
     test = _Judge(ds, rows.test, "test")
@@ -212,9 +220,8 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
             report.update(reason_report(out.test.reason[test.keep], correct))
         report.update(calibrated_metrics(cal, score, correct))
         report.update(bag_calibrated_metrics(bag_cal, score, correct))
-        rule = SCRIPT_RULES.get(out.method) if out.option == "native" else None
-        if rule is not None:  # the DST-PLL authors' operating point, for their way of tabulating R_λ
-            report.update(script_operating_point(script_score(out.test, rule)[test.keep], correct, rule))
+        if out.option == "native":  # the DST-PLL authors' operating point, for their way of tabulating R_λ
+            report.update(_script_point(out, test.keep, correct))
         options.append(OptionEvaluation(
             out.name,
             out.option,
