@@ -120,9 +120,7 @@ def benchmark(
     ``tracking_uri``, ``cells`` (the total), ``finished``, ``failures``
     (cell, label, error), ``metrics`` (every cell's table) and ``summary``.
     """
-    spec = load_grid(grid) if isinstance(grid, (str, Path)) else parse_grid(grid)
-    if preset is not None:
-        spec = parse_grid({**spec.spec, "preset": preset}, spec.source)
+    spec = load_grid(grid, preset) if isinstance(grid, (str, Path)) else parse_grid(grid, preset=preset)
     tracking_uri = resolve_tracking_uri(tracking_uri)
     experiment = experiment or spec.experiment
     limit = max_concurrency or spec.max_concurrency

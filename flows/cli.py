@@ -314,11 +314,9 @@ def preflight(args):
 
         check_reject_options(args.threshold, args.reject_lambda, args.conformal_alpha)
     elif args.command == "benchmark":
-        from pll.grid import load_grid, parse_grid
+        from pll.grid import load_grid
 
-        grid = load_grid(args.grid)
-        if args.preset:
-            parse_grid({**grid.spec, "preset": args.preset}, grid.source)
+        load_grid(args.grid, args.preset)
     elif args.command == "score":
         from pll.scoring import check_input_path, check_output_path
 
@@ -430,21 +428,13 @@ def cmd_datasets(args):
 
 
 def cmd_report(args):
-    import pandas as pd
-
     from pll.paper_protocols import get_preset
     from pll.reproduction import ReportOptions, results_page
     from tasks.grid_tracking import grid_results
     from tasks.tracking_store import resolve_tracking_uri
 
     tracking_uri = resolve_tracking_uri(args.tracking_uri)
-    tables, sources, presets = [], [], set()
-    for source in args.sources:
-        table, read, used = grid_results(tracking_uri, source)
-        tables.append(table)
-        sources += read
-        presets |= used
-    table = pd.concat(tables, ignore_index=True)
+    table, sources, presets = grid_results(tracking_uri, args.sources)
     name = args.preset or (presets.pop() if len(presets) == 1 else "paper_text")
     preset = get_preset(name)
     options = ReportOptions(name, args.risk_aggregation or preset.risk_aggregation, args.ttest or preset.ttest)

@@ -96,9 +96,8 @@ def make_features(name="minmax", **params):
         )
     try:
         transformer = FEATURE_PIPELINES[name](**{**given, **params})
-        if hasattr(transformer, "_validate_params"):
-            transformer._validate_params()
-    except (TypeError, ValueError) as exc:
+        check_params(transformer)
+    except (TypeError, InvalidParameterError) as exc:
         raise InvalidParameterError(f"feature pipeline {name!r}: {exc}") from None
     return transformer
 

@@ -236,8 +236,8 @@ class Grid:
         return _executions(self.cells)
 
 
-def load_grid(path) -> Grid:
-    """Read and validate the grid file at ``path``."""
+def load_grid(path, preset=None) -> Grid:
+    """Read and validate the grid file at ``path``; ``preset`` (a name) replaces the file's own."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -247,11 +247,13 @@ def load_grid(path) -> Grid:
         spec = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise DataFileError(f"{path}: not valid YAML ({exc})") from None
-    return parse_grid(spec, source=str(path))
+    return parse_grid(spec, source=str(path), preset=preset)
 
 
-def parse_grid(spec, source="<grid>") -> Grid:
+def parse_grid(spec, source="<grid>", preset=None) -> Grid:
     """Validate a grid given as a mapping (the parsed YAML) and expand it into cells.
+
+    ``preset`` (a name of :data:`pll.paper_protocols.PRESETS`) replaces the grid's own ``preset``.
 
     Raises
     ------
@@ -264,6 +266,8 @@ def parse_grid(spec, source="<grid>") -> Grid:
 
     if not isinstance(spec, dict):
         raise InvalidParameterError(f"{source}: a grid must be a mapping of keys, got {type(spec).__name__}")
+    if preset is not None:
+        spec = {**spec, "preset": preset}
     unknown = [k for k in spec if k not in KEYS]
     if unknown:
         raise bad(f"key {unknown[0]!r}", f"unknown key; the keys are {', '.join(KEYS)}")

@@ -19,6 +19,8 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from pll.errors import InvalidParameterError
+
 from tasks.tracking import PARENT_TAG, figure_writer, frame_writer, text_writer, upload
 
 GRID_KEY_TAG = "pll.grid_key"
@@ -101,18 +103,40 @@ def log_grid_results(tracking_uri: str, run_id: str, counts: dict, tables: dict,
     upload(client, run_id, files)
 
 
-def grid_results(tracking_uri: str, source: str) -> tuple[pd.DataFrame, list[dict], set]:
-    """The ``grid_metrics`` of the grid runs ``source`` names: a grid run's id, or an experiment (all its grid runs).
+def grid_results(tracking_uri: str, sources) -> tuple[pd.DataFrame, list[dict], set]:
+    """The ``grid_metrics`` of the grid runs ``sources`` name: each a grid run's id, or an experiment (all its grid runs).
 
-    Returns the tables joined (oldest grid run first, so that a cell run
-    again counts by its latest result), one record per grid run read (name,
-    run id, status, cells finished, minutes from start to end) and the
-    presets the grids ran under.  A plain function, not a task: ``pll
-    report`` reads the store without starting Prefect.
+    Returns the tables joined (each source's oldest grid run first, so that
+    a cell run again counts by its latest result), one record per grid run
+    read (name, run id, status, cells finished, minutes from start to end)
+    and the presets the grids ran under.  A plain function, not a task:
+    ``pll report`` reads the store without starting Prefect.
     """
-    from pll.errors import InvalidParameterError
-
     client = MlflowClient(tracking_uri)
+    frames, records, presets = [], [], set()
+    for source in sources:
+        runs = _grid_runs(client, tracking_uri, source)
+        with tempfile.TemporaryDirectory() as tmp:
+            for run in sorted(runs, key=lambda r: r.info.start_time):
+                try:
+                    path = client.download_artifacts(run.info.run_id, "grid_metrics.csv", tmp)
+                except Exception:  # a grid run stopped before it logged its table
+                    continue
+                frames.append(pd.read_csv(path))
+                end = run.info.end_time or run.info.start_time
+                records.append({
+                    "grid": run.data.tags.get("pll.grid", ""), "run": run.info.run_id, "status": run.info.status,
+                    "cells finished": int(run.data.metrics.get("cells_finished", 0)),
+                    "minutes": round((end - run.info.start_time) / 60000, 1),
+                })
+        presets |= {r.data.tags["pll.preset"] for r in runs if "pll.preset" in r.data.tags}
+    if not frames:
+        raise InvalidParameterError(f"no grid run of {', '.join(sources)} has logged its results (grid_metrics.csv) yet")
+    return pd.concat(frames, ignore_index=True), records, presets
+
+
+def _grid_runs(client, tracking_uri, source):
+    """The grid runs ``source`` names: a grid run's id, or an experiment's grid runs."""
     exp = client.get_experiment_by_name(source)
     if exp is not None:
         runs = [r for r in _search(client, source, f"tags.`{GRID_KEY_TAG}` != ''") if PARENT_TAG not in r.data.tags]
@@ -125,21 +149,4 @@ def grid_results(tracking_uri: str, source: str) -> tuple[pd.DataFrame, list[dic
             raise InvalidParameterError(f"{source!r} is neither an experiment nor a run id in {tracking_uri}") from None
         if GRID_KEY_TAG not in runs[0].data.tags or PARENT_TAG in runs[0].data.tags:
             raise InvalidParameterError(f"run {source} is not a benchmark grid's run (`pll benchmark` makes those)")
-    frames, sources = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for run in sorted(runs, key=lambda r: r.info.start_time):
-            try:
-                path = client.download_artifacts(run.info.run_id, "grid_metrics.csv", tmp)
-            except Exception:  # a grid run stopped before it logged its table
-                continue
-            frames.append(pd.read_csv(path))
-            end = run.info.end_time or run.info.start_time
-            sources.append({
-                "grid": run.data.tags.get("pll.grid", ""), "run": run.info.run_id, "status": run.info.status,
-                "cells finished": int(run.data.metrics.get("cells_finished", 0)),
-                "minutes": round((end - run.info.start_time) / 60000, 1),
-            })
-    if not frames:
-        raise InvalidParameterError(f"no grid run of {source!r} has logged its results (grid_metrics.csv) yet")
-    presets = {r.data.tags["pll.preset"] for r in runs if "pll.preset" in r.data.tags}
-    return pd.concat(frames, ignore_index=True), sources, presets
+    return runs
