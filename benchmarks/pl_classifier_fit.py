@@ -6,10 +6,13 @@
    their ratio, measured in the same run.
 2. ``--rows N`` (default 1,000,000) rows of :func:`pll.data.synthetic.make_partial_label_table`
    (32 features, 20 classes, bags of the true label and 0-3 others): the fit with
-   ``estimator=--estimator`` (default ``sgd``, which is linear in rows) -- seconds in all, per
-   inner fit, the expansion's size and the process's peak resident memory.
+   ``estimator=--estimator`` (default ``sgd``, which is linear in rows), ``--rounds`` rounds
+   (default 2) of ``--folds`` folds (default 5) -- seconds in all, per inner fit, the expansion's
+   size and the process's peak resident memory.  At a million rows each inner fit takes minutes
+   on two cores, so ``--folds 2 --rounds 1`` (3 fits) is the quick measurement.
 
-Run: ``.venv/bin/python benchmarks/pl_classifier_fit.py [--rows N] [--estimator NAME] [--skip-bird-song]``.
+Run: ``.venv/bin/python benchmarks/pl_classifier_fit.py [--rows N] [--estimator NAME] [--rounds R]
+[--folds F] [--skip-bird-song]``.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def bird_song():
     print(f"logistic regression, cold / warm fit time: {ratio:.2f}x")
 
 
-def at_scale(n_rows, estimator):
+def at_scale(n_rows, estimator, rounds, folds):
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"synthetic-{n_rows}.parquet"
@@ -64,7 +67,7 @@ def at_scale(n_rows, estimator):
         ds = load_dataset(path)
     X = make_features("standard").fit_transform(ds.X)
     print(f"\n{n_rows:,} rows made in {time.perf_counter() - t0:.0f} s; {int(ds.S.sum()):,} expanded rows")
-    model = PlClassifier(estimator, max_rounds=ROUNDS, random_state=0)
+    model = PlClassifier(estimator, max_rounds=rounds, n_folds=folds, random_state=0)
     seconds = timed_fit(model, X, ds.S)
     fits = model.n_rounds_ * model.n_folds + 1
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -77,11 +80,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--estimator", default="sgd", choices=sorted(ESTIMATORS))
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--skip-bird-song", action="store_true")
     args = parser.parse_args()
     if not args.skip_bird_song:
         bird_song()
-    at_scale(args.rows, args.estimator)
+    at_scale(args.rows, args.estimator, args.rounds, args.folds)
 
 
 if __name__ == "__main__":

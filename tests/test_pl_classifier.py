@@ -193,15 +193,22 @@ def test_disambiguation_beats_its_first_round_and_uniform_weights_on_held_out_ro
     assert on_true.mean() > first.weights_[np.arange(1000), y[tr]].mean() + 0.2
 
 
-def test_pl_knn_initialisation_is_its_vote_shares_on_the_bag():
+@pytest.mark.parametrize("init, method", [("pl_knn", pll.PlKnn), ("ipal", pll.Ipal)])
+def test_knn_initialisation_is_the_methods_disambiguation_on_the_bag(init, method):
     X, y = blobs(60)
     S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=1)
-    clf = PlClassifier(init="pl_knn", max_rounds=0, random_state=0).fit(X, S)
-    shares = pll.PlKnn(n_neighbors=10, random_state=0).fit(X, S).disambiguate().shares
-    np.testing.assert_allclose(clf.weights_, restricted(shares, S))
+    clf = PlClassifier(init=init, max_rounds=0, random_state=0).fit(X, S)
+    labels = method(n_neighbors=10, random_state=0).fit(X, S).disambiguate()
+    np.testing.assert_allclose(clf.weights_, restricted(labels.shares, S))
     assert (clf.weights_[~S] == 0).all()
-    with pytest.raises(InvalidParameterError, match="init='pl_knn' needs at least 11"):
-        PlClassifier(init="pl_knn").fit(X[:10], S[:10])
+    np.testing.assert_allclose(clf.weights_.sum(axis=1), 1.0)
+    # the largest weight is on the label the method disambiguated (rows of no tie), mostly the true one
+    sure = ~labels.guess
+    assert sure.mean() > 0.8
+    np.testing.assert_array_equal(clf.weights_.argmax(axis=1)[sure], labels.labels[sure])
+    assert (clf.weights_.argmax(axis=1) == y).mean() > 0.8
+    with pytest.raises(InvalidParameterError, match=f"init='{init}' needs at least 11"):
+        PlClassifier(init=init).fit(X[:10], S[:10])
 
 
 # --- predictions with a reject option -----------------------------------------------------------

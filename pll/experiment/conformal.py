@@ -17,16 +17,17 @@ from .methods import MethodOutput
 DEFAULT_ALPHA = catalog.DEFAULT_CONFORMAL_ALPHA
 
 
-def conformal_option(run, calibration: CalibrationSplit, seed: int, alpha: float = DEFAULT_ALPHA) -> MethodOutput:
+def conformal_option(run, calibration: CalibrationSplit, seed: int, alpha: float = DEFAULT_ALPHA,
+                     holdout=None) -> MethodOutput:
     """The method of ``run`` (a :class:`~pll.experiment.MethodRun`) with conformal prediction sets as its reject option: accept iff the set is one label.
 
-    The method is fitted on the fitting rows of ``calibration`` and
-    calibrated on the validation rows (their bags; no true labels needed);
-    the same model scores the validation and the test rows.  Nothing is
-    disambiguated: ``train`` is None.
+    The method is fitted on the fitting rows of ``calibration`` (or
+    ``holdout``, that fit done already) and calibrated on the validation rows
+    (their bags; no true labels needed); the same model scores the
+    validation and the test rows.  Nothing is disambiguated: ``train`` is None.
     """
     split = calibration.split
-    holdout = calibration.fit_holdout(run, seed)
+    holdout = calibration.fit_holdout(run, seed) if holdout is None else holdout
     S_val = split.test.S[: calibration.n_val]
     sets = ConformalSets(holdout, alpha=alpha).fit(calibration.X_val, S_val, neighbors=calibration.val)
     return MethodOutput(

@@ -34,18 +34,20 @@ class MethodOutput:
     method: str = ""
 
 
-def run_method(run, split, calibration, neighbors, seed: int) -> MethodOutput:
+def run_method(run, split, calibration, neighbors, seed: int, holdout=None) -> MethodOutput:
     """Fit the method of ``run`` (a :class:`~pll.experiment.MethodRun`) on the split's training rows; predict with its own reject option.
 
     ``neighbors`` (a :class:`~pll.experiment.NeighborSet` of ``split``, or
     None for a method that needs none) are reused, not searched again.  The
     validation rows are predicted by the hold-out model of ``calibration``
     (a :class:`~pll.experiment.CalibrationSplit`), fitted on the fitting rows
-    in features fitted on them (:mod:`pll.experiment.calibration`).
+    in features fitted on them (:mod:`pll.experiment.calibration`): ``holdout``
+    when given (what :meth:`~pll.experiment.CalibrationSplit.fit_holdout`
+    returned, shared with the conformal option), else fitted here.
     """
     clf = make_method(run.method, run.params, random_state=seed)
     clf.fit(split.X_train, split.train.S, neighbors=query_set(neighbors, "train"))
-    holdout = calibration.fit_holdout(run, seed)
+    holdout = calibration.fit_holdout(run, seed) if holdout is None else holdout
     return MethodOutput(
         run.name,
         split.features,

@@ -100,11 +100,14 @@ def run_protocol(
         split = featurize(ds, rows.train, rows.test, group.features, knn=knn_backend, knn_params=knn_options)
         calibration = calibration_split(ds, rows, group.features, group.k, knn_backend, knn_options)
         nb = neighbors[group.features] = find_neighbors(split, calibration, group.k, knn_backend, knn_options)
-        native = [run_method(run, split, calibration, nb, seed) for run in group.runs]
+        native, conformal = [], []
+        for run in group.runs:  # one hold-out model per method run, for its own and its conformal calibration
+            holdout = calibration.fit_holdout(run, seed)
+            native.append(run_method(run, split, calibration, nb, seed, holdout))
+            if conformal_alpha is not None:
+                conformal.append(conformal_option(run, calibration, seed, conformal_alpha, holdout))
         outputs += native + [
             trust_option(o, split, rows, nb, calibration, knn_backend=knn_backend, knn_options=knn_options)
             for o in native
-        ]
-        if conformal_alpha is not None:
-            outputs += [conformal_option(run, calibration, seed, conformal_alpha) for run in group.runs]
+        ] + conformal
     return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows, lambdas))
