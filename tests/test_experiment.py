@@ -93,6 +93,25 @@ def test_conformal_sets_come_from_a_model_that_never_saw_its_calibration_rows():
         run_protocol(ds, methods=["pl_knn"], conformal_alpha=1.5)
 
 
+def test_each_method_run_fits_its_hold_out_model_once_for_its_own_and_its_conformal_calibration(monkeypatch):
+    """A strong learner's hold-out fit costs as much as its main fit: the native and conformal options share it."""
+    from pll.experiment.calibration import CalibrationSplit
+
+    fitted = []
+    real_fit = CalibrationSplit.fit_holdout
+
+    def counted(self, run, seed):
+        fitted.append(run.method)
+        return real_fit(self, run, seed)
+
+    monkeypatch.setattr(CalibrationSplit, "fit_holdout", counted)
+    result = run_protocol(pll.load_dataset("wine"), seed=1, methods=["pl_knn", "pl_classifier"], knn_backend="exact",
+                          method_params={"pl_classifier": {"n_folds": 2, "max_rounds": 1}})
+    assert sorted(fitted) == ["pl_classifier", "pl_knn"]
+    assert sorted((o.method, o.option) for o in result.outputs if o.option != "trust") == [
+        ("pl_classifier", "conformal"), ("pl_classifier", "native"), ("pl_knn", "conformal"), ("pl_knn", "native")]
+
+
 def test_thresholds_are_also_chosen_from_bags_and_alone_so_without_true_labels():
     noisy = pll.noise.apply_noise(pll.load_dataset("wine"), "uniform", {"p": 0.5, "r": 1}, random_state=4)
     labelled = run_protocol(noisy, seed=4, methods=["pl_knn"], noise="none", conformal_alpha=None)
