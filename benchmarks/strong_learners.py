@@ -6,7 +6,8 @@ Run the grids first (each takes tens of minutes on two cores)::
     .venv/bin/pll benchmark benchmarks/grids/strong_learners_dst_pll.yaml
     .venv/bin/pll benchmark benchmarks/grids/strong_learners_uci.yaml
 
-then ``.venv/bin/python benchmarks/strong_learners.py [--tracking-uri URI] [grid names]``.  It reads
+then ``.venv/bin/python benchmarks/strong_learners.py [--tracking-uri URI] [--output PAGE] [grid names]``
+(``docs/strong-learners.md`` is its page).  It reads
 the method runs of the latest grid run of each name and prints, per data set, for every
 method run over the 5 seeds: accuracy (mean ± std, %), ``R_0.10`` of each reject option at the
 option's own rule and at the threshold calibrated on the validation hold-out (``cal``), and two
@@ -28,6 +29,10 @@ from pll import catalog
 from pll.tables import markdown_table
 from tasks.tracking_store import resolve_tracking_uri
 
+TABLE_NOTE = ("Per data set, every method run over its seeds: test accuracy (mean ± std, %), the paired t-tests "
+              "of accuracy against DST-PLL and against the best kNN method (PL-kNN, DST-PLL or PL A-kNN, by mean; "
+              "two-sided, paired by seed), and `R_0.10` of each reject option at its own rule and at the threshold "
+              "calibrated on the validation hold-out (`cal`).")
 GRIDS = ("strong-learners", "strong-learners-dst-pll", "strong-learners-uci")
 KNN_METHODS = ("pl_knn", "dst_pll", "pl_aknn")
 OPTIONS = ("native", "trust", "conformal")
@@ -86,26 +91,37 @@ def dataset_table(rows):
     return pd.DataFrame(out), best_knn
 
 
+def report(client, experiment_id, grids):
+    """The Markdown page: what it holds, then per grid and data set the table of :func:`dataset_table`."""
+    parts = [f"# Strong learners against the kNN methods\n\nWritten by `benchmarks/strong_learners.py` from the "
+             f"latest run of the grids {', '.join(grids)} (`benchmarks/grids/`). {TABLE_NOTE}"]
+    for name in grids:
+        table = grid_results(client, experiment_id, name)
+        if table is None or table.empty:
+            parts.append(f"## grid {name}: no finished method runs\n")
+            continue
+        for (dataset, noise), rows in table.groupby(["dataset", "noise"], sort=False):
+            result, best_knn = dataset_table(rows)
+            parts.append(f"## {name}: {dataset} ({noise}); best kNN method: {best_knn}\n\n{markdown_table(result)}")
+    return "\n\n".join(parts) + "\n"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("grids", nargs="*", default=GRIDS)
     parser.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
     parser.add_argument("--experiment", default=catalog.DEFAULT_GRID_EXPERIMENT)
+    parser.add_argument("--output", type=Path, default=None, help="also write the page to this file")
     args = parser.parse_args(argv)
     args.tracking_uri = resolve_tracking_uri(args.tracking_uri)
     client = MlflowClient(args.tracking_uri)
     experiment = client.get_experiment_by_name(args.experiment)
     if experiment is None:
         raise SystemExit(f"no experiment {args.experiment!r} at {args.tracking_uri}: run the grids first")
-    for name in args.grids:
-        table = grid_results(client, experiment.experiment_id, name)
-        if table is None or table.empty:
-            print(f"\n## grid {name}: no finished method runs at {args.tracking_uri}\n")
-            continue
-        for (dataset, noise), rows in table.groupby(["dataset", "noise"], sort=False):
-            result, best_knn = dataset_table(rows)
-            print(f"\n## {name}: {dataset} ({noise}); best kNN method: {best_knn}\n")
-            print(markdown_table(result))
+    page = report(client, experiment.experiment_id, args.grids)
+    print(page)
+    if args.output is not None:
+        args.output.write_text(page)
 
 
 if __name__ == "__main__":

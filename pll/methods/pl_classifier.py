@@ -259,14 +259,19 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
     size 2–3 that is 2–3M rows × ``d`` features per fit (float64: 16–24 MB
     per feature, e.g. 1.6–2.4 GB at ``d = 100``, copied anew for each fit
     beside ``X``, plus what the estimator allocates), and 26 such fits
-    with the defaults.  Only estimators whose fit is near-linear in
-    rows scale to that: ``HistGradientBoostingClassifier`` (binned
-    features, multithreaded; above 10,000 rows it turns on early stopping,
-    whose validation split may hold copies of rows it trains on) and
-    ``SGDClassifier``;
-    ``LogisticRegression`` (lbfgs) is fine for moderate ``d`` and ``l``;
-    random forests grow deep trees over all copies and become slow and
-    large.  Lower ``max_rounds`` or ``n_folds`` to trade accuracy for time.
+    with the defaults.  Only estimators whose fit is near-linear in rows
+    scale to that.  Measured at 1,000,000 rows × 32 features, 20 classes
+    (2,500,837 expanded rows, ``benchmarks/pl_classifier_fit.py``):
+    ``LogisticRegression`` (lbfgs, the default) took 311 s for 11 inner fits
+    (``max_rounds=2``, warm starts) and 3.1 GiB at peak on two cores;
+    ``SGDClassifier`` (one-vs-rest, up to 1,000 epochs) did not finish within
+    25 minutes.  ``HistGradientBoostingClassifier`` is linear in rows too
+    (binned features, multithreaded; above 10,000 rows it turns on early
+    stopping, whose validation split may hold copies of rows it trains on)
+    but builds a tree per class and iteration; random forests grow deep
+    trees over all copies and become slow and large.  The kNN
+    initialisations add one 10-neighbor search of the training rows.  Lower
+    ``max_rounds`` or ``n_folds`` to trade accuracy for time.
 
     Examples
     --------
