@@ -61,27 +61,36 @@ def graph_neighbors(k, n_train=0):
 # graph of recall about 0.97 for 4.5 s of single-thread build, after which two NN-descent iterations suffice
 # (delta 0.01 stops there; 0.001 adds a third for +0.0005 recall); pruning only half of the search graph's
 # long edges (diversify_prob 0.5) and epsilon 0.3 keep new queries' recall@10 about 0.99.  The scale
-# benchmark's noisier table (see graph_neighbors) needs 32 trees and a wider query (QUERY_EPSILON).
+# benchmark's noisier table (see graph_neighbors) needs 32 trees and a wider query (QUERY_BREADTH).
 DEFAULTS = {"n_trees": 32, "leaf_size": 250, "delta": 0.01, "diversify_prob": 0.5, "parallel_batch_queries": True}
-QUERY_EPSILON = {False: 0.35, True: 0.2}
-"""pynndescent's query breadth of narrow and wide (``k >= WIDE_K``) searches.  A wide search fetches many
-candidates, which widens pynndescent's frontier already.  Measured on the scale table (20,000 new queries,
-seconds at recall@k), (query_k, epsilon):
+WIDE_MAX_CANDIDATES = 20
+"""pynndescent's ``max_candidates`` for a wide graph (degree of :data:`WIDE_K` or more; otherwise its default,
+the degree up to 60).  On 640,000 rows of the scale table in PL A-kNN's projection, a graph of 52 built in
+71 s with the default (52) at own recall@50 0.9994, in 70 s with 30 at 0.9987, and in 57 s with 20 at 0.9956;
+new queries' recall stayed 0.9997."""
+QUERY_BREADTH = {(False, False): (15, 0.25), (False, True): (5, 0.2), (True, True): (5, 0.1)}
+"""pynndescent's query breadth, ``(candidates beyond k, epsilon)``, for a (narrow or wide, ``k >= WIDE_K``)
+search in a (narrow or wide) graph.  A wider graph, and a wider search, need less epsilon: both widen
+pynndescent's frontier already.  Measured on the scale table (20,000 new queries, seconds on both cores at
+recall@k), (query_k, epsilon):
 
-- k = 10, 640,000 training rows min-max scaled, graph of 30: (20, 0.35) 4.3 s at 0.9967, (20, 0.25)
-  2.7 s at 0.9880, (20, 0.2) 2.5 s at 0.9755, (30, 0.2) 2.9 s at 0.9896; on 240,000 rows, graph of 18:
-  (20, 0.35) 2.9 s at 0.9933, (20, 0.3) 2.4 s at 0.9883, (30, 0.25) 2.6 s at 0.9902, (30, 0.2) 2.1 s
-  at 0.9820.  Too close to 0.98 to narrow it further;
-- k = 50, 240,000 training rows in PL A-kNN's projection (cube root, L2), graph of 58: (100, 0.35) 7.8 s
-  at 0.9999, (60, 0.35) 4.7 s, (60, 0.25) 3.2 s at 0.9997, (60, 0.2) 3.0 s at 0.9995, (55, 0.2) 2.7 s
-  at 0.9994."""
-QUERY_EXTRA = 10
-"""Candidates fetched beyond ``k`` before the float64 rerank."""
+- k = 10 in a narrow graph, 640,000 training rows min-max scaled, graph of 30: (20, 0.35) 4.3 s at 0.9967,
+  (20, 0.25) 2.7 s at 0.9880, (25, 0.25) 3.3 s at 0.9924, (20, 0.2) 2.5 s at 0.9755, (30, 0.2) 2.9 s at
+  0.9896; on 240,000 rows, graph of 18: (20, 0.35) 2.9 s at 0.9933, (20, 0.3) 2.4 s at 0.9883, (30, 0.25)
+  2.6 s at 0.9902, (30, 0.2) 2.1 s at 0.9820.  (25, 0.25) keeps 0.99 for three quarters of the time;
+  narrower comes too close to 0.98;
+- k = 10 in a wide graph (PL A-kNN's smoothing of new rows), 640,000 rows in PL A-kNN's projection (cube
+  root, L2), graph of 52: (20, 0.35) 3.1 s at 0.9998, (20, 0.2) 1.5 s at 0.9980, (15, 0.2) 1.2 s at 0.9971,
+  (15, 0.1) 0.8 s at 0.9864;
+- k = 50, the same 640,000 rows and graph: (60, 0.2) 3.7 s at 0.9997, (55, 0.1) 2.3–2.7 s at 0.9964–0.9969,
+  (55, 0.05) 2.2–2.3 s at 0.993, (52, 0) 1.6 s at 0.9837; on 240,000 rows, graph of 58: (100, 0.35) 7.8 s
+  at 0.9999, (60, 0.35) 4.7 s, (60, 0.25) 3.2 s at 0.9997, (60, 0.2) 3.0 s at 0.9995."""
 
 
-def query_defaults(k):
-    """pynndescent's ``(query_k, epsilon)`` for a search of ``k`` neighbors (see :data:`QUERY_EPSILON`)."""
-    return k + QUERY_EXTRA, QUERY_EPSILON[k >= WIDE_K]
+def query_defaults(k, degree):
+    """pynndescent's ``(query_k, epsilon)`` for a search of ``k`` neighbors in a graph of ``degree`` (see :data:`QUERY_BREADTH`)."""
+    extra, epsilon = QUERY_BREADTH[k >= WIDE_K, degree >= WIDE_K]
+    return k + extra, epsilon
 
 
 class NNDescentIndex:
@@ -94,18 +103,19 @@ class NNDescentIndex:
         The most neighbors any search will ask for.
     epsilon : float, optional
         pynndescent's query breadth (larger: better recall, slower queries);
-        default: 0.35, or 0.2 for searches of :data:`WIDE_K` neighbors or
-        more (:data:`QUERY_EPSILON`).
+        default: by the search's and the graph's width (:data:`QUERY_BREADTH`).
     query_k : int, optional
         Candidates fetched per new query before the float64 rerank
-        (default: ``k + 10`` for a search of ``k`` neighbors, so that a
-        10-neighbor search of an index built for 50 fetches 20, not 60).
+        (default: ``k + 5`` or ``k + 10`` for a search of ``k`` neighbors,
+        :data:`QUERY_BREADTH`, so that a 10-neighbor search of an index
+        built for 50 fetches 15, not 55).
     random_state : int, default=0
     **params
         Passed to :class:`pynndescent.NNDescent` (``n_neighbors``,
         ``n_trees``, ``n_iters``, ``diversify_prob``, ``n_jobs``, ...: the list
         is :data:`pll.neighbors.registry.NNDESCENT_OPTIONS`);
-        unset ones default to :func:`graph_neighbors` and :data:`DEFAULTS`.
+        unset ones default to :func:`graph_neighbors`, :data:`DEFAULTS` and,
+        for a wide graph, :data:`WIDE_MAX_CANDIDATES`.
         ``n_jobs`` (default: numba's thread count, all cores) also bounds
         the threads of batched queries.
 
@@ -123,6 +133,9 @@ class NNDescentIndex:
         self.query_k = query_k
         params = {**DEFAULTS, **params}
         params["n_neighbors"] = min(params.get("n_neighbors") or graph_neighbors(k, n_train), n_train - 1)
+        if params["n_neighbors"] >= WIDE_K:
+            params.setdefault("max_candidates", WIDE_MAX_CANDIDATES)
+        self._degree = params["n_neighbors"]
         self._n_jobs = params.get("n_jobs")
         self._index = NNDescent(X_train, random_state=random_state, **params)
         self._graph = self._index.neighbor_graph[0]
@@ -161,7 +174,7 @@ class NNDescentIndex:
         new = np.flatnonzero(exclude < 0)
         if own.size:
             indices[own], distances[own] = rerank(self.X_train, Q[own], self._graph[exclude[own]], k, exclude=exclude[own])
-        default_k, default_epsilon = query_defaults(k)
+        default_k, default_epsilon = query_defaults(k, self._degree)
         query_k = min(max(k, self.query_k or default_k), n_train)
         epsilon = default_epsilon if self.epsilon is None else self.epsilon
         for rows in track(blocks(new.size, QUERY_ROWS), "nndescent search"):
