@@ -16,6 +16,7 @@ from flows import LOG_PRINTS
 from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
 from pll import catalog
 from pll.evaluation import DEFAULT_LAMBDAS
+from pll.features import shares_fit_neighbors
 from pll.experiment import (
     RunResult,
     check_run,
@@ -80,9 +81,15 @@ def _staged(ds, plan, seed, noise, noise_params, methods, method_params, feature
     ds = bounded(add_noise, ds.n_rows)(ds, noise, noise_params, seed)
     rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
     groups = plan.groups
+    # A hold-out split whose features can reuse the full split's neighbor search (subset_neighbors) waits for it.
     splits = [featurize_.submit(ds, rows, g.features, knn_backend, knn_options) for g in groups]
-    calibrations = [calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options) for g in groups]
-    splits, calibrations = _results(splits), _results(calibrations)
+    calibrations = {g.features: calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options)
+                    for g in groups if not shares_fit_neighbors(g.features)}
+    splits = _results(splits)
+    calibrations.update({g.features: calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options,
+                                                         split.subset_neighbors)
+                         for split, g in zip(splits, groups) if g.features not in calibrations})
+    calibrations = _results([calibrations[g.features] for g in groups])
     conformal = ([conformal_.submit(run, calibration, seed, conformal_alpha)
                   for calibration, g in zip(calibrations, groups) for run in g.runs]
                  if conformal_alpha is not None else [])

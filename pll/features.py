@@ -22,6 +22,7 @@ from .data import PartialLabelDataset
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import row_blocks
 from .neighbors import NeighborIndex, kneighbors, use_backend
+from .neighbors.subsets import own_neighbors_from, restrict_neighbors, subset_list_length
 from .progress import track
 from .validation import check_params, check_X
 
@@ -102,6 +103,11 @@ def make_features(name="minmax", **params):
     return transformer
 
 
+def shares_fit_neighbors(spec):
+    """Whether the pipeline ``spec`` gives a subset of its rows their neighbors from its own fit (see :func:`featurize`)."""
+    return bool(getattr(make_features(spec), "projection_is_fixed", False))
+
+
 @dataclass(frozen=True, eq=False)
 class FeatureSplit:
     """A train/test split with its features transformed by a pipeline fitted on the training rows."""
@@ -114,23 +120,43 @@ class FeatureSplit:
     test_rows: np.ndarray
     features: str
     params: dict = field(default_factory=dict)
+    subset_neighbors: np.ndarray | None = None
+    """Given ``subset`` to :func:`featurize`: the subset's rows' neighbors that the pipeline's fit searched, among
+    the subset (:attr:`PlAknnPreprocessor.subset_neighbors_`), for the subset's own featurize; else None."""
 
 
-def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="exact", knn_params=None):
+def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="exact", knn_params=None, *,
+              subset=None, fit_neighbors=None):
     """Fit the named feature pipeline on the training rows of ``ds`` and transform both parts.
 
     ``test_rows`` may be any rows treated as new (test or validation rows).
     A pipeline that searches neighbors (PL A-kNN's preprocessing) does so with
     the backend ``knn`` and its options ``knn_params``, unless ``params`` set them.
+
+    The hold-out split fits the same pipeline on a subset of these training
+    rows.  Where the pipeline's fit searches neighbors in a projection that
+    learns nothing from the rows (:attr:`PlAknnPreprocessor.projection_is_fixed`),
+    one search serves both: ``subset`` (positions in ``train_rows``) has this
+    fit keep the subset's neighbors among itself as
+    :attr:`FeatureSplit.subset_neighbors`, which the subset's featurize takes as
+    ``fit_neighbors`` instead of searching again.  Other pipelines ignore both.
     """
     params = dict(params or {})
     train, test = ds.subset(train_rows), ds.subset(test_rows)
     transformer = use_backend(make_features(name, **params), knn, knn_params, keep=params)
-    X_train = np.asarray(transformer.fit_transform(train.X), dtype=np.float64)
+    shares = getattr(transformer, "projection_is_fixed", False)
+    fit_params = {"neighbors": fit_neighbors, "subset": subset} if shares else {}
+    X_train = np.asarray(transformer.fit_transform(train.X, **fit_params), dtype=np.float64)
     X_test = np.asarray(transformer.transform(test.X), dtype=np.float64)
     return FeatureSplit(
-        train, test, X_train, X_test, np.asarray(train_rows), np.asarray(test_rows), name, params
+        train, test, X_train, X_test, np.asarray(train_rows), np.asarray(test_rows), name, params,
+        _compact(getattr(transformer, "subset_neighbors_", None) if shares else None),
     )
+
+
+def _compact(indices):
+    """Row positions kept between stages in int32 (they number fewer than 2**31 rows)."""
+    return None if indices is None else indices.astype(np.int32)
 
 
 def _l2_rows(X):
@@ -180,6 +206,9 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
     pca_ : PCA or None
     smoothed_ : ndarray of shape (n, d')
         The smoothed training rows (before the density transform).
+    subset_neighbors_ : ndarray of shape (m, smooth_k) or None
+        Given a ``subset`` to fit: its rows' nearest rows among the subset in
+        the projection, positions in ``subset`` (-1: not found); else None.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (d,)
         Only when ``X`` was a data frame with string column names.
@@ -231,14 +260,39 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         self.knn = knn
         self.knn_params = knn_params
 
-    def fit(self, X, y=None):
-        """Learn the training statistics and the smoothed training rows; X of shape (n, d)."""
-        self._fit(X)
+    @property
+    def projection_is_fixed(self):
+        """True when steps 1 and 2 learn nothing from the training rows (real-world: cube root, L2).
+
+        Then the smoothing neighbors of any subset of the rows can be read from
+        the rows' own (``subset`` and ``neighbors`` of :meth:`fit`).
+        """
+        return self.variant == "real-world"
+
+    def fit(self, X, y=None, *, neighbors=None, subset=None):
+        """Learn the training statistics and the smoothed training rows; X of shape (n, d).
+
+        Parameters
+        ----------
+        X : array of shape (n, d)
+        y : ignored
+        neighbors : int array of shape (n, >= smooth_k), optional
+            Each row's nearest other rows in the projection, nearest first (-1:
+            unknown), in place of fit's own search of step 3; rows with a -1
+            among their first ``smooth_k`` are searched exactly.  Only with
+            :attr:`projection_is_fixed`.
+        subset : int array, optional
+            Sorted positions of a subset of the rows (another fit's rows):
+            search long enough lists to give them their ``smooth_k`` nearest
+            among themselves too, kept as ``subset_neighbors_`` for that fit's
+            ``neighbors``.  Only with :attr:`projection_is_fixed`.
+        """
+        self._fit(X, neighbors, subset)
         return self
 
-    def fit_transform(self, X, y=None, **fit_params):
-        """The training rows' representation, shape (n, d'); neighbors exclude each row itself."""
-        self._fit(X)
+    def fit_transform(self, X, y=None, *, neighbors=None, subset=None):
+        """The training rows' representation, shape (n, d'); neighbors exclude each row itself (see :meth:`fit`)."""
+        self._fit(X, neighbors, subset)
         return self._density(self.smoothed_, None)
 
     def transform(self, X):
@@ -250,22 +304,44 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         smoothed = self._smooth(Z, self.smoothed_, self._smoothed_index().kneighbors(Z, min(self.smooth_k, n)))
         return self._density(smoothed, smoothed)
 
-    def _fit(self, X):
+    def _fit(self, X, neighbors=None, subset=None):
         check_params(self)
         X = check_X(self, X, reset=True)
         self.alpha_ = VARIANTS[self.variant] if self.alpha is None else float(self.alpha)
         if X.shape[0] < 2:
             raise InvalidDataError(f"PlAknnPreprocessor: needs at least 2 training rows, got n_samples={X.shape[0]}")
+        if (neighbors is not None or subset is not None) and not self.projection_is_fixed:
+            raise InvalidParameterError(
+                f"PlAknnPreprocessor: variant={self.variant!r} fits its projection on the rows, so it neither "
+                "takes their neighbors nor gives a subset's"
+            )
         self.mean_, self.pca_ = None, None
         if self.variant == "vision":
             self.mean_ = X.mean(axis=0)
             n_components = min(self.n_components, X.shape[0], X.shape[1])
             self.pca_ = PCA(n_components=n_components, svd_solver="full").fit(X - self.mean_)
         Z = self._project(X)
-        k = min(self.smooth_k, Z.shape[0] - 1)
-        self.smoothed_ = self._smooth(Z, Z, kneighbors(Z, None, k, self.knn, **(self.knn_params or {})))
+        self.smoothed_ = self._smooth(Z, Z, self._smoothing_neighbors(Z, neighbors, subset))
         self._index = None
         self._smoothed_index()
+
+    def _smoothing_neighbors(self, Z, neighbors, subset):
+        """Step 3's neighbors of the training rows: given, or searched (longer, to serve a ``subset`` too)."""
+        n = Z.shape[0]
+        k = min(self.smooth_k, n - 1)
+        self.subset_neighbors_ = None
+        if neighbors is not None and subset is not None:
+            raise InvalidParameterError("PlAknnPreprocessor: give fit neighbors or a subset, not both")
+        if neighbors is not None:
+            return own_neighbors_from(Z, neighbors, k)
+        if subset is None:
+            return kneighbors(Z, None, k, self.knn, **self._search_options())
+        subset = np.asarray(subset, dtype=np.int64)
+        if subset.ndim != 1 or subset.size < 2 or np.any(np.diff(subset) <= 0) or subset[0] < 0 or subset[-1] >= n:
+            raise InvalidParameterError(f"PlAknnPreprocessor: subset must be sorted distinct positions among {n} rows")
+        nb = kneighbors(Z, None, max(k, subset_list_length(k, subset.size / n, n)), self.knn, **self._search_options())
+        self.subset_neighbors_ = restrict_neighbors(nb.indices, subset, min(self.smooth_k, subset.size - 1))
+        return nb.take(k)
 
     def _project(self, X):
         """Steps 1 and 2: cube root or centering + PCA, then L2 normalization."""
@@ -284,8 +360,12 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         if getattr(self, "_index", None) is None:
             n = self.smoothed_.shape[0]
             k = max(min(self.smooth_k, n), min(self.density_k, n - 1))
-            self._index = NeighborIndex(self.smoothed_, k, self.knn, **(self.knn_params or {}))
+            self._index = NeighborIndex(self.smoothed_, k, self.knn, **self._search_options())
         return self._index
+
+    def _search_options(self):
+        """The backend's options for this transformer's searches, which measure no recall: nothing reports it."""
+        return {**(self.knn_params or {}), "recall_sample": 0}
 
     def __getstate__(self):
         state = super().__getstate__()

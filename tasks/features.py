@@ -11,7 +11,10 @@ from tasks.progress import logged_progress
 def split_and_featurize(ds, rows, features: str, knn_backend: str, knn_options: dict | None):
     """Fit the ``features`` pipeline on the training rows of ``rows`` and transform train and test.
 
-    Pipelines that search neighbors use the run's kNN backend.
+    Pipelines that search neighbors use the run's kNN backend, and keep the
+    hold-out split's fitting rows' share of that search for its own fit
+    (``subset_neighbors``, :func:`pll.features.featurize`).
     """
     with logged_progress():
-        return featurize(ds, rows.train, rows.test, features, knn=knn_backend, knn_params=knn_options)
+        return featurize(ds, rows.train, rows.test, features, knn=knn_backend, knn_params=knn_options,
+                         subset=rows.fit)

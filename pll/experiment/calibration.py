@@ -15,7 +15,11 @@ sets (:func:`~pll.experiment.trust_option`) and conformal sets
 exactly this: calibration and test rows scored by one function that saw
 neither).  It costs one more feature fit and one more index per feature
 pipeline, and it is the only index over the fitting rows: the neighbor stage
-takes the validation rows' neighbors from here.
+takes the validation rows' neighbors from here.  A feature fit that searches
+neighbors in a projection fitted on nothing (PL A-kNN's real-world
+preprocessing) takes the fitting rows' from the full split's search
+(``fit_neighbors``, :func:`pll.features.featurize`): the same neighbors, one
+search fewer.
 """
 
 from __future__ import annotations
@@ -63,11 +67,15 @@ class CalibrationSplit:
 
 
 def calibration_split(ds, rows, features: str, k: int, knn_backend: str, knn_options: dict | None = None,
-                      ) -> CalibrationSplit:
-    """The :class:`CalibrationSplit` of ``rows`` for ``features``, with ``k`` neighbors per query (none for 0)."""
+                      fit_neighbors=None) -> CalibrationSplit:
+    """The :class:`CalibrationSplit` of ``rows`` for ``features``, with ``k`` neighbors per query (none for 0).
+
+    ``fit_neighbors``: the full split's :attr:`~pll.features.FeatureSplit.subset_neighbors`
+    (its featurize given ``subset=rows.fit``), which spare the feature fit a search.
+    """
     val_rows = rows.train[rows.val]
     split = featurize(ds, rows.train[rows.fit], np.concatenate([val_rows, rows.test]), features,
-                      knn=knn_backend, knn_params=knn_options)
+                      knn=knn_backend, knn_params=knn_options, fit_neighbors=fit_neighbors)
     n_val = val_rows.size
     if k == 0:  # methods that need no neighbors
         return CalibrationSplit(split, n_val, None, None)

@@ -97,8 +97,10 @@ def run_protocol(
     rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
     neighbors, outputs = {}, []
     for group in plan.groups:
-        split = featurize(ds, rows.train, rows.test, group.features, knn=knn_backend, knn_params=knn_options)
-        calibration = calibration_split(ds, rows, group.features, group.k, knn_backend, knn_options)
+        split = featurize(ds, rows.train, rows.test, group.features, knn=knn_backend, knn_params=knn_options,
+                          subset=rows.fit)
+        calibration = calibration_split(ds, rows, group.features, group.k, knn_backend, knn_options,
+                                        split.subset_neighbors)
         nb = neighbors[group.features] = find_neighbors(split, calibration, group.k, knn_backend, knn_options)
         native, conformal = [], []
         for run in group.runs:  # one hold-out model per method run, for its own and its conformal calibration
