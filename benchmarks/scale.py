@@ -10,7 +10,9 @@ candidates, a ``label`` column), then runs the real command line in a fresh proc
 with no kNN backend given (the default, ``auto``), an 80/20 split, native, trust and calibrated
 reject options and MLflow logging to a SQLite store in the work folder.  A Prefect server started
 by the script records the task runs, whose wall times give the per-stage table; the peak resident
-memory is the sum over the ``pll`` process tree and the Prefect server, sampled every 0.2 s.
+memory is the sum over the ``pll`` process tree and the Prefect server, sampled every 0.2 s; the CPU
+seconds are the ``pll`` process tree's (not the server's), and their ratio to the wall time says how busy
+the cores were.
 Each run starts with an empty stage cache.
 
 ``--dask-workers 1 2`` also runs the first N (``--no-local``: only these) on a Dask LocalCluster (loopback, single-threaded
@@ -28,6 +30,7 @@ import json
 import math
 import os
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -134,12 +137,12 @@ def run_once(path, folder, label, watched, api, extra=()):
     env = {**os.environ, "PREFECT_API_URL": api, "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}",
            "PLL_CACHE_DIR": str(folder / f"cache-{label}")}
     command = [str(BIN / "pll"), "run", "--dataset", str(path), *METHOD_ARGS, *extra]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     with open(folder / f"run-{label}.log", "w") as log:
         proc = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
         with PeakMemory(proc.pid, *watched) as memory:
             code = proc.wait()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     out = (folder / f"run-{label}.log").read_text()
     if code != 0:
         raise RuntimeError(f"{label}: pll run exited with {code}; see {folder / f'run-{label}.log'}:\n{out[-3000:]}")
@@ -148,8 +151,14 @@ def run_once(path, folder, label, watched, api, extra=()):
 
     metrics = MlflowClient(env["MLFLOW_TRACKING_URI"]).get_run(run_id).data.metrics
     recalls = {k: v for k, v in metrics.items() if k.startswith("knn.") and k.endswith(".recall") and k.count(".") == 2}
-    return {"label": label, "wall": wall, "peak_gib": memory.peak / 2**30, "stages": stage_seconds(api),
+    return {"label": label, "wall": wall, "cpu": cpu, "peak_gib": memory.peak / 2**30, "stages": stage_seconds(api),
             "recall": recalls, "backends": re.findall(r"knn\.\S+\.backend", out)}
+
+
+def _children_cpu():
+    """User and system seconds of this process's ended children, theirs included (the run and its Dask workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def print_table(results, sizes):
@@ -164,6 +173,7 @@ def print_table(results, sizes):
                  for i in range(len(sizes) - 1)]
             row.append(" / ".join(f"{x:.2f}" for x in b))
         rows.append(row)
+    rows.append(["CPU of the run (process tree)"] + [f"{r['cpu']:.0f} s, {r['cpu'] / r['wall']:.2f} cores" for r in results])
     rows.append(["peak RSS (tree + server)"] + [f"{r['peak_gib']:.2f} GiB" for r in results])
     rows.append(["kNN recall (lowest)"] + [", ".join(f"{k.split('.')[1]} {v:.4f}" for k, v in r["recall"].items())
                                           or "exact" for r in results])
