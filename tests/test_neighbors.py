@@ -166,6 +166,16 @@ def test_nndescent_self_neighbors_exclude_the_row_keep_its_duplicate_and_are_rer
     np.testing.assert_array_equal(order, np.broadcast_to(np.arange(10), order.shape))
 
 
+def test_a_wide_search_in_a_graph_thinner_than_it_takes_the_wide_breadth(blobs):
+    """A user's ``n_neighbors`` may leave the graph narrow while a search is wide: the search still runs."""
+    from pll.neighbors.nndescent import QUERY_BREADTH, query_defaults
+
+    assert query_defaults(40, 20) == query_defaults(40, 42) == (40 + QUERY_BREADTH[True, True][0], QUERY_BREADTH[True, True][1])
+    X, Q = blobs
+    with NeighborIndex(X, 40, "nndescent", n_neighbors=20, recall_sample=0) as index:
+        assert index.kneighbors(Q, 40).indices.shape == (len(Q), 40)
+
+
 def test_recall_counts_tied_neighbors_as_hits():
     X = np.array([[0.0], [1.0], [-1.0], [5.0]])
     Q = np.array([[0.0]])

@@ -89,7 +89,8 @@ recall@k), (query_k, epsilon):
 
 def query_defaults(k, degree):
     """pynndescent's ``(query_k, epsilon)`` for a search of ``k`` neighbors in a graph of ``degree`` (see :data:`QUERY_BREADTH`)."""
-    extra, epsilon = QUERY_BREADTH[k >= WIDE_K, degree >= WIDE_K]
+    wide = k >= WIDE_K  # a wide search is measured only in a wide graph, and takes its breadth in any
+    extra, epsilon = QUERY_BREADTH[wide, wide or degree >= WIDE_K]
     return k + extra, epsilon
 
 
