@@ -148,15 +148,13 @@ def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="exact"
     fit_params = {"neighbors": fit_neighbors, "subset": subset} if shares else {}
     X_train = np.asarray(transformer.fit_transform(train.X, **fit_params), dtype=np.float64)
     X_test = np.asarray(transformer.transform(test.X), dtype=np.float64)
+    subset_neighbors = getattr(transformer, "subset_neighbors_", None) if shares else None
+    if subset_neighbors is not None:
+        subset_neighbors = subset_neighbors.astype(np.int32)  # kept between stages: half the bytes
     return FeatureSplit(
         train, test, X_train, X_test, np.asarray(train_rows), np.asarray(test_rows), name, params,
-        _compact(getattr(transformer, "subset_neighbors_", None) if shares else None),
+        subset_neighbors,
     )
-
-
-def _compact(indices):
-    """Row positions kept between stages in int32 (they number fewer than 2**31 rows)."""
-    return None if indices is None else indices.astype(np.int32)
 
 
 def _l2_rows(X):
@@ -315,6 +313,8 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
                 f"PlAknnPreprocessor: variant={self.variant!r} fits its projection on the rows, so it neither "
                 "takes their neighbors nor gives a subset's"
             )
+        if neighbors is not None and subset is not None:
+            raise InvalidParameterError("PlAknnPreprocessor: give fit neighbors or a subset, not both")
         self.mean_, self.pca_ = None, None
         if self.variant == "vision":
             self.mean_ = X.mean(axis=0)
@@ -330,8 +330,6 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         n = Z.shape[0]
         k = min(self.smooth_k, n - 1)
         self.subset_neighbors_ = None
-        if neighbors is not None and subset is not None:
-            raise InvalidParameterError("PlAknnPreprocessor: give fit neighbors or a subset, not both")
         if neighbors is not None:
             return own_neighbors_from(Z, neighbors, k)
         if subset is None:

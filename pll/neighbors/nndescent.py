@@ -136,7 +136,6 @@ class NNDescentIndex:
         params["n_neighbors"] = min(params.get("n_neighbors") or graph_neighbors(k, n_train), n_train - 1)
         if params["n_neighbors"] >= WIDE_K:
             params.setdefault("max_candidates", WIDE_MAX_CANDIDATES)
-        self._degree = params["n_neighbors"]
         self._n_jobs = params.get("n_jobs")
         self._index = NNDescent(X_train, random_state=random_state, **params)
         self._graph = self._index.neighbor_graph[0]
@@ -175,7 +174,7 @@ class NNDescentIndex:
         new = np.flatnonzero(exclude < 0)
         if own.size:
             indices[own], distances[own] = rerank(self.X_train, Q[own], self._graph[exclude[own]], k, exclude=exclude[own])
-        default_k, default_epsilon = query_defaults(k, self._degree)
+        default_k, default_epsilon = query_defaults(k, self._graph.shape[1])
         query_k = min(max(k, self.query_k or default_k), n_train)
         epsilon = default_epsilon if self.epsilon is None else self.epsilon
         for rows in track(blocks(new.size, QUERY_ROWS), "nndescent search"):
