@@ -7,6 +7,8 @@ the MLflow run name each other (:mod:`flows.links`) and have the same name.
 
 from __future__ import annotations
 
+from functools import partial
+
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.futures import as_completed
@@ -45,33 +47,45 @@ from tasks.tracking import KIND_TAG, PARENT_TAG, end_run, resolve_tracking_uri, 
 from tasks.trust import trust_option
 
 
-def _results(futures):
-    """The stages' results; at the first that fails, the others are asked to stop and its own error is raised.
+class _Stages:
+    """Submits stages as their inputs become ready; each result goes to a callback in the flow's thread.
 
-    Not the "upstream not ready" of the stages that waited for it, and not
-    minutes later: the stages still running end at their next block of rows
-    (:func:`tasks.progress.stop_stages`).
+    A stage takes plain values, not futures, whose state Prefect would read
+    from its API once for every task that takes them.  (Not ``opaque``
+    values, which would save Prefect a walk through their fields:
+    prefect-dask's task runner passes them on still wrapped.)
     """
-    done = []
-    for future in as_completed(futures):
-        future.wait()  # its final state, not the API's record of it, which may lag behind
-        done.append(future)
-        if not future.state.is_completed():
-            stop_stages(FlowRunContext.get().flow_run.id)
-            failed = [f for f in done if f.state.is_failed()]  # a stage that was not ready waited for these
-            (failed or [future])[0].result()
-    return [future.result() for future in futures]
+
+    def __init__(self):
+        self._pending = {}
+
+    def submit(self, stage, then, *args, **kwargs):
+        """Submit ``stage(*args, **kwargs)``; its result will be passed to ``then``."""
+        self._pending[stage.submit(*args, **kwargs)] = then
+
+    def run(self):
+        """Until none is pending, hand each finished stage's result to its callback (which may submit more).
+
+        At the first stage that fails, the others are asked to stop and its
+        own error is raised, not minutes later: the stages still running end
+        at their next block of rows (:func:`tasks.progress.stop_stages`).
+        """
+        while self._pending:
+            future = next(as_completed(list(self._pending)))
+            future.wait()  # its final state, not the API's record of it, which may lag behind
+            if not future.state.is_completed():
+                stop_stages(FlowRunContext.get().flow_run.id)
+            self._pending.pop(future)(future.result())
 
 
 def _staged(ds, plan, seed, noise, noise_params, methods, method_params, features, method_features, val_fraction,
             knn_backend, knn_options, conformal_alpha) -> RunResult:
     """The protocol of :func:`pll.experiment.run_protocol` with a cached Prefect task per stage.
 
-    Stage by stage, each waited for before the next is submitted: a stage then
-    takes plain values, not futures, whose state Prefect would read from its
-    API once for every task that takes them.  (Not ``opaque`` values, which
-    would save Prefect a walk through their fields: prefect-dask's task
-    runner passes them on still wrapped.)
+    Each stage is submitted as soon as the stages it reads have finished, so
+    that a feature pipeline's neighbor search, its methods and their trust
+    scores run while another pipeline is still fitting its features: at
+    scale one heavy stage alone leaves a core idle for part of its time.
     """
     featurize_, neighbors_, method_, trust_, calibration_, conformal_ = (
         bounded(stage, ds.n_rows)
@@ -80,31 +94,50 @@ def _staged(ds, plan, seed, noise, noise_params, methods, method_params, feature
     )
     ds = bounded(add_noise, ds.n_rows)(ds, noise, noise_params, seed)
     rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
-    groups = plan.groups
-    # A hold-out split whose features can reuse the full split's neighbor search (subset_neighbors) waits for it.
-    splits = [featurize_.submit(ds, rows, g.features, knn_backend, knn_options) for g in groups]
-    calibrations = {g.features: calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options)
-                    for g in groups if not shares_fit_neighbors(g.features)}
-    splits = _results(splits)
-    calibrations.update({g.features: calibration_.submit(ds, rows, g.features, g.k, knn_backend, knn_options,
-                                                         split.subset_neighbors)
-                         for split, g in zip(splits, groups) if g.features not in calibrations})
-    calibrations = _results([calibrations[g.features] for g in groups])
-    conformal = ([conformal_.submit(run, calibration, seed, conformal_alpha)
-                  for calibration, g in zip(calibrations, groups) for run in g.runs]
-                 if conformal_alpha is not None else [])
-    searches = _results([neighbors_.submit(s, c, g.k, knn_backend, knn_options)
-                         for s, c, g in zip(splits, calibrations, groups)])
-    stages = list(zip(splits, calibrations, searches, groups))
-    native = _results([method_.submit(run, split, calibration, nb, seed)
-                       for split, calibration, nb, g in stages for run in g.runs])
-    # Every method run is evaluated a second time with the trust score as its reject option.
-    inputs_of = {run.name: (split, calibration, nb) for split, calibration, nb, g in stages for run in g.runs}
-    trust = [trust_.submit(o, inputs_of[o.name][0], rows, inputs_of[o.name][2], inputs_of[o.name][1],
-                           knn_backend=knn_backend, knn_options=knn_options) for o in native]
-    outputs = native + _results(trust + conformal)
-    neighbors = {g.features: nb for g, nb in zip(groups, searches)}
-    return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows))
+    knn = (knn_backend, knn_options)
+    stages = _Stages()
+    splits, calibrations, searches, outputs = {}, {}, {}, {}
+
+    def featurized(g, split):
+        splits[g.features] = split
+        if shares_fit_neighbors(g.features):  # its hold-out split reads its smoothing neighbors from this one
+            stages.submit(calibration_, partial(calibrated, g), ds, rows, g.features, g.k, *knn, split.subset_neighbors)
+        search_if_ready(g)
+
+    def calibrated(g, calibration):
+        calibrations[g.features] = calibration
+        if conformal_alpha is not None:
+            for run in g.runs:
+                stages.submit(conformal_, partial(outputs.__setitem__, ("conformal", run.name)),
+                              run, calibration, seed, conformal_alpha)
+        search_if_ready(g)
+
+    def search_if_ready(g):
+        if g.features in splits and g.features in calibrations:
+            stages.submit(neighbors_, partial(searched, g), splits[g.features], calibrations[g.features], g.k, *knn)
+
+    def searched(g, nb):
+        searches[g.features] = nb
+        for run in g.runs:
+            stages.submit(method_, partial(predicted, g), run, splits[g.features], calibrations[g.features], nb, seed)
+
+    def predicted(g, output):
+        # Every method run is evaluated a second time with the trust score as its reject option.
+        outputs["native", output.name] = output
+        stages.submit(trust_, partial(outputs.__setitem__, ("trust", output.name)), output, splits[g.features],
+                      rows, searches[g.features], calibrations[g.features], knn_backend=knn_backend,
+                      knn_options=knn_options)
+
+    for g in plan.groups:
+        stages.submit(featurize_, partial(featurized, g), ds, rows, g.features, *knn)
+        if not shares_fit_neighbors(g.features):
+            stages.submit(calibration_, partial(calibrated, g), ds, rows, g.features, g.k, *knn)
+    stages.run()
+    runs = [run.name for g in plan.groups for run in g.runs]
+    ordered = tuple(outputs[kind, name] for kind in ("native", "trust", "conformal") for name in runs
+                    if (kind, name) in outputs)
+    neighbors = {g.features: searches[g.features] for g in plan.groups}
+    return RunResult(ds, rows, neighbors, ordered, evaluate(ordered, ds, rows))
 
 
 def _flow_run_name() -> str:
@@ -210,7 +243,7 @@ def pipeline(
         staged = stage_tasks if stage_tasks is not None else raw.n_rows >= catalog.STAGE_TASKS_MIN_ROWS
         # Submitted, not called: on a Dask task runner the protocol runs on a worker, like the stages would.
         result = (_staged(raw, plan, *args) if staged
-                  else _results([bounded(run_protocol, raw.n_rows).submit(raw, *args)])[0])
+                  else bounded(run_protocol, raw.n_rows).submit(raw, *args).result())
         ds, rows, neighbor_sets, outputs, evaluation = (
             result.data, result.rows, result.neighbors, result.outputs, result.evaluation)
         summary = ds.summary()

@@ -218,7 +218,7 @@ def test_a_failed_stage_stops_the_stages_still_running(prefect_harness):
 
     from prefect import flow, task
 
-    from flows.pipeline import _results
+    from flows.pipeline import _Stages
     from pll.errors import InvalidDataError
     from tasks.progress import logged_progress
 
@@ -239,7 +239,10 @@ def test_a_failed_stage_stops_the_stages_still_running(prefect_harness):
 
     @flow
     def two_stages():
-        return _results([long_stage.submit(), failing_stage.submit()])
+        stages = _Stages()
+        stages.submit(long_stage, print)
+        stages.submit(failing_stage, print)
+        stages.run()
 
     state = two_stages(return_state=True)
     assert state.is_failed()
@@ -264,3 +267,39 @@ def test_pl_aknn_preprocessing_reports_its_smoothing_and_stops_when_asked(data, 
     with reporting(lines.append, min_rows=1, every_seconds=0.0, clock=ticking(), stop=smoothing_reported):
         with pytest.raises(Stopped, match="PlAknnPreprocessor smoothing: stopped at row 100"):
             pll.PlAknnPreprocessor(smooth_k=10, density_k=20).fit(X)
+
+
+@pytest.mark.slow
+def test_a_stage_starts_when_its_inputs_are_ready_not_when_every_stage_of_a_wave_is(prefect_harness):
+    """The pipeline's stages chain through callbacks: a stage waiting on a slow, unrelated one does not hold back another chain."""
+    import threading
+
+    from prefect import flow, task
+
+    from flows.pipeline import _Stages
+
+    second_ran = threading.Event()
+
+    @task
+    def slow_stage():
+        return second_ran.wait(timeout=120)  # True only if the other chain's second stage ran meanwhile
+
+    @task
+    def first(x):
+        return x + 1
+
+    @task
+    def second(x):
+        second_ran.set()
+        return 10 * x
+
+    @flow
+    def chains():
+        results = {}
+        stages = _Stages()
+        stages.submit(slow_stage, lambda ok: results.__setitem__("slow", ok))
+        stages.submit(first, lambda y: stages.submit(second, lambda z: results.__setitem__("chain", z), y), 1)
+        stages.run()
+        return results
+
+    assert chains() == {"slow": True, "chain": 20}
