@@ -63,11 +63,14 @@ def graph_neighbors(k, n_train=0):
 # long edges (diversify_prob 0.5) and epsilon 0.3 keep new queries' recall@10 about 0.99.  The scale
 # benchmark's noisier table (see graph_neighbors) needs 32 trees and a wider query (QUERY_BREADTH).
 DEFAULTS = {"n_trees": 32, "leaf_size": 250, "delta": 0.01, "diversify_prob": 0.5, "parallel_batch_queries": True}
-WIDE_MAX_CANDIDATES = 20
-"""pynndescent's ``max_candidates`` for a wide graph (degree of :data:`WIDE_K` or more; otherwise its default,
-the degree up to 60).  On 640,000 rows of the scale table in PL A-kNN's projection, a graph of 52 built in
-71 s with the default (52) at own recall@50 0.9994, in 70 s with 30 at 0.9987, and in 57 s with 20 at 0.9956;
-new queries' recall stayed 0.9997."""
+WIDE_GRAPH = {"max_candidates": 20, "n_iters": 2}
+"""pynndescent's ``max_candidates`` and NN-descent iterations for a wide graph (degree of :data:`WIDE_K` or
+more; otherwise its defaults: the degree up to 60, and iterations until fewer than ``delta`` of the lists
+change).  On 640,000 rows of the scale table in PL A-kNN's projection, a graph of 52 built in 71 s with the
+default candidates (52) at own recall@50 0.9994, in 70 s with 30 at 0.9987, and in 57-61 s with 20 at
+0.9949-0.9956; new queries' recall stayed 0.9975-0.9997.  Three iterations give the default's recall; two
+take 44 s at 0.9863 (on 800,000 rows 58 s at 0.9851 against 68 s at 0.9947, new queries 0.9970 alike); a
+looser ``delta`` (0.06) instead built in 38 s at only 0.948."""
 QUERY_BREADTH = {(False, False): (15, 0.25), (False, True): (5, 0.2), (True, True): (5, 0.1)}
 """pynndescent's query breadth, ``(candidates beyond k, epsilon)``, for a (narrow or wide, ``k >= WIDE_K``)
 search in a (narrow or wide) graph.  A wider graph, and a wider search, need less epsilon: both widen
@@ -116,7 +119,7 @@ class NNDescentIndex:
         ``n_trees``, ``n_iters``, ``diversify_prob``, ``n_jobs``, ...: the list
         is :data:`pll.neighbors.registry.NNDESCENT_OPTIONS`);
         unset ones default to :func:`graph_neighbors`, :data:`DEFAULTS` and,
-        for a wide graph, :data:`WIDE_MAX_CANDIDATES`.
+        for a wide graph, :data:`WIDE_GRAPH`.
         ``n_jobs`` (default: numba's thread count, all cores) also bounds
         the threads of batched queries.
 
@@ -135,7 +138,7 @@ class NNDescentIndex:
         params = {**DEFAULTS, **params}
         params["n_neighbors"] = min(params.get("n_neighbors") or graph_neighbors(k, n_train), n_train - 1)
         if params["n_neighbors"] >= WIDE_K:
-            params.setdefault("max_candidates", WIDE_MAX_CANDIDATES)
+            params = {**WIDE_GRAPH, **params}
         self._n_jobs = params.get("n_jobs")
         self._index = NNDescent(X_train, random_state=random_state, **params)
         self._graph = self._index.neighbor_graph[0]
