@@ -52,11 +52,13 @@ def _cells(X, n_cells, rng):
     """Centers (float64, shape (n_cells, d)) and the cell of each row of ``X``: Lloyd's iterations from sampled rows."""
     centers = X[rng.choice(X.shape[0], n_cells, replace=False)].astype(np.float64)
     for _ in range(LLOYD_ITERATIONS + 1):
-        sq = np.einsum("ij,ij->i", centers, centers)
-        cell = np.argmin(sq[None, :] - 2.0 * X @ centers.T, axis=1)
+        values = X @ centers.T  # becomes |c|^2 - 2 x.c in place: the squared distance less |x|^2
+        values *= -2.0
+        values += np.einsum("ij,ij->i", centers, centers)
+        cell = np.argmin(values, axis=1)
         counts = np.bincount(cell, minlength=n_cells)
-        sums = np.zeros_like(centers)
-        np.add.at(sums, cell, X)
+        # Sums per cell, column by column: np.add.at does the same additions many times slower.
+        sums = np.stack([np.bincount(cell, weights=column, minlength=n_cells) for column in X.T], axis=1)
         filled = counts > 0
         centers[filled] = sums[filled] / counts[filled, None]  # an empty cell keeps its center
     return centers, cell
