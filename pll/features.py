@@ -110,7 +110,12 @@ def shares_fit_neighbors(spec):
 
 @dataclass(frozen=True, eq=False)
 class FeatureSplit:
-    """A train/test split with its features transformed by a pipeline fitted on the training rows."""
+    """A train/test split with its features transformed by a pipeline fitted on the training rows.
+
+    ``train`` and ``test`` hold the transformed features (``X_train`` and
+    ``X_test``, the same arrays): a split keeps no copy of the raw features,
+    which at a million rows would be a quarter of a GiB per split.
+    """
 
     train: PartialLabelDataset
     test: PartialLabelDataset
@@ -146,14 +151,13 @@ def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="exact"
     transformer = use_backend(make_features(name, **params), knn, knn_params, keep=params)
     shares = getattr(transformer, "projection_is_fixed", False)
     fit_params = {"neighbors": fit_neighbors, "subset": subset} if shares else {}
-    X_train = np.asarray(transformer.fit_transform(train.X, **fit_params), dtype=np.float64)
-    X_test = np.asarray(transformer.transform(test.X), dtype=np.float64)
+    fitted = train.with_features(np.asarray(transformer.fit_transform(train.X, **fit_params), dtype=np.float64))
+    new = test.with_features(np.asarray(transformer.transform(test.X), dtype=np.float64))
     subset_neighbors = getattr(transformer, "subset_neighbors_", None) if shares else None
     if subset_neighbors is not None:
         subset_neighbors = subset_neighbors.astype(np.int32)  # kept between stages: half the bytes
     return FeatureSplit(
-        train, test, X_train, X_test, np.asarray(train_rows), np.asarray(test_rows), name, params,
-        subset_neighbors,
+        fitted, new, fitted.X, new.X, np.asarray(train_rows), np.asarray(test_rows), name, params, subset_neighbors,
     )
 
 

@@ -143,6 +143,10 @@ def test_every_pipeline_is_fitted_on_the_training_rows_only(name):
     other = featurize(PartialLabelDataset(moved, ds.S, ds.y, ds.classes, "moved"), train, test, name)
     np.testing.assert_allclose(other.X_train, split.X_train, rtol=1e-12)
     assert split.features == name and split.X_train.shape[0] == 30 and split.X_test.shape[0] == 30
+    # The split's rows carry the transformed features, not a copy of the raw ones, and their own bags and labels.
+    assert split.train.X is split.X_train and split.test.X is split.X_test
+    np.testing.assert_array_equal(split.train.S, ds.S[train])
+    np.testing.assert_array_equal(split.test.y, ds.y[test])
 
 
 def test_minmax_standard_and_pca_compute_what_they_say():

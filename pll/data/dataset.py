@@ -107,6 +107,20 @@ class PartialLabelDataset:
             ids=self.ids,
         )
 
+    def with_features(self, X):
+        """The same rows with other features ``X`` of shape (n, d'): a feature pipeline's output."""
+        return PartialLabelDataset(
+            X,
+            self.S,
+            self.y,
+            self.classes,
+            self.name,
+            allow_empty_bags=self.allow_empty_bags,
+            allow_true_label_outside=self.allow_true_label_outside,
+            info=dict(self.info),
+            ids=self.ids,
+        )
+
     def subset(self, rows):
         """A copy restricted to ``rows`` (an index array or a boolean mask)."""
         return PartialLabelDataset(
