@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -109,17 +109,7 @@ class PartialLabelDataset:
 
     def with_features(self, X):
         """The same rows with other features ``X`` of shape (n, d'): a feature pipeline's output."""
-        return PartialLabelDataset(
-            X,
-            self.S,
-            self.y,
-            self.classes,
-            self.name,
-            allow_empty_bags=self.allow_empty_bags,
-            allow_true_label_outside=self.allow_true_label_outside,
-            info=dict(self.info),
-            ids=self.ids,
-        )
+        return replace(self, X=X, info=dict(self.info))
 
     def subset(self, rows):
         """A copy restricted to ``rows`` (an index array or a boolean mask)."""

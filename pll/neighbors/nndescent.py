@@ -110,7 +110,7 @@ class NNDescentIndex:
         default: by the search's and the graph's width (:data:`QUERY_BREADTH`).
     query_k : int, optional
         Candidates fetched per new query before the float64 rerank
-        (default: ``k + 5`` or ``k + 10`` for a search of ``k`` neighbors,
+        (default: ``k + 15``, or ``k + 5`` in a wide graph, for a search of ``k`` neighbors,
         :data:`QUERY_BREADTH`, so that a 10-neighbor search of an index
         built for 50 fetches 15, not 55).
     random_state : int, default=0
