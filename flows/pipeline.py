@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
+from threadpoolctl import threadpool_limits
 
 from flows import LOG_PRINTS
 from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
@@ -132,7 +133,11 @@ def _staged(ds, plan, seed, noise, noise_params, methods, method_params, feature
         stages.submit(featurize_, partial(featurized, g), ds, rows, g.features, *knn)
         if not shares_fit_neighbors(g.features):
             stages.submit(calibration_, partial(calibrated, g), ds, rows, g.features, g.k, *knn)
-    stages.run()
+    # Parallel work comes from the stages, side by side on the flow's threads, as on Dask's workers, which
+    # start with one BLAS thread each: a BLAS thread pool of its own per product only spins between the cell
+    # search's small products, burning a core that another stage needs.
+    with threadpool_limits(limits=1, user_api="blas"):
+        stages.run()
     runs = [run.name for g in plan.groups for run in g.runs]
     ordered = tuple(outputs[kind, name] for kind in ("native", "trust", "conformal") for name in runs
                     if (kind, name) in outputs)
