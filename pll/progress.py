@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from itertools import islice
+
+from threadpoolctl import threadpool_limits
 
 from .errors import InvalidParameterError
 
@@ -184,3 +189,35 @@ def track(row_slices, what):
     """
     listener = _LISTENER.get()
     return row_slices if listener is None else listener.follow(row_slices, what)
+
+
+def track_in_parallel(work, row_slices, what, threads=None):
+    """Call ``work(block)`` for every block of ``row_slices``, on one thread per CPU, as :func:`track` reports.
+
+    For loops whose blocks write disjoint rows and spend their time in NumPy
+    calls that release the GIL (products, partitions).  Each thread gets a
+    single-threaded BLAS: with a BLAS thread pool of its own for every small
+    product, the pools' threads spin between products on the cores the
+    other threads need.  A block counts as done (and the loop may be
+    stopped) once it has finished; an error in ``work`` is raised here.
+
+    Parameters
+    ----------
+    work : callable
+        Takes one slice.
+    row_slices : list of slice
+    what : str
+    threads : int, optional
+        Default: the CPU count.
+    """
+    threads = min(len(row_slices), threads or os.cpu_count() or 1)
+    if threads <= 1:
+        for rows in track(row_slices, what):
+            work(rows)
+        return
+    upcoming = iter(row_slices)
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+        running = deque(pool.submit(work, rows) for rows in islice(upcoming, threads))
+        for _ in track(row_slices, what):  # the oldest block still running, in order
+            running.popleft().result()
+            running.extend(pool.submit(work, rows) for rows in islice(upcoming, 1))

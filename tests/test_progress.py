@@ -21,7 +21,7 @@ from pll.data.synthetic import make_partial_label_table
 from pll.errors import InvalidParameterError
 from pll.methods import base
 from pll.neighbors import exact, grouped, nearest_by_group
-from pll.progress import MIN_ROWS_ENV, Progress, Stopped, blocks, duration, reporting, track
+from pll.progress import MIN_ROWS_ENV, Progress, Stopped, blocks, duration, reporting, track, track_in_parallel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -209,6 +209,39 @@ def test_a_stop_request_ends_every_loop_between_two_blocks():
         with pytest.raises(Stopped):
             for _ in track(blocks(4, 2), "outer"):
                 pass
+
+
+def test_parallel_blocks_run_once_each_on_single_threaded_blas_and_count_only_when_finished():
+    """track_in_parallel: every block once, BLAS at one thread inside, progress never ahead of the finished blocks."""
+    from threadpoolctl import threadpool_info
+
+    finished, blas_threads, lines = [], set(), []
+
+    def work(rows):
+        blas_threads.update(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+        np.linalg.inv(np.eye(50) * (rows.start + 1))  # some real BLAS work
+        finished.append(rows.start)
+
+    with reporting(lambda p: lines.append((p.done, len(finished))), min_rows=1, every_seconds=0.0, clock=ticking()):
+        track_in_parallel(work, blocks(1000, 100), "blocks", threads=2)
+    assert sorted(finished) == list(range(0, 1000, 100))
+    assert blas_threads == {1}
+    assert [done for done, _ in lines] == list(range(100, 1001, 100))
+    assert all(done <= 100 * n_finished for done, n_finished in lines)  # each line after its blocks had finished
+
+
+def test_a_parallel_loop_raises_its_blocks_error_and_stops_when_asked():
+    def work(rows):
+        if rows.start == 3:
+            raise ValueError("block 3 is bad")
+
+    with pytest.raises(ValueError, match="block 3 is bad"):
+        track_in_parallel(work, blocks(8, 1), "failing", threads=2)
+    started = []
+    with reporting(lambda p: None, min_rows=10**9, stop=lambda: len(started) >= 4):
+        with pytest.raises(Stopped, match="stopped at row"):
+            track_in_parallel(started.append, blocks(100, 1), "stopped", threads=2)
+    assert len(started) < 10  # it stopped within a few blocks of being asked, not at the end
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..progress import blocks, track
+from ..progress import blocks, track_in_parallel
 from .exact import nearest_among, rerank
 from .screening import screening_queries, screening_rows
 
@@ -48,9 +48,10 @@ _QUERY_BLOCK = 16_384
 _CENTER_BLOCK = 2048
 
 
-def _cells(X, n_cells, rng):
-    """Centers (float64, shape (n_cells, d)) and the cell of each row of ``X``: Lloyd's iterations from sampled rows."""
-    centers = X[rng.choice(X.shape[0], n_cells, replace=False)].astype(np.float64)
+def _cells(X, initial):
+    """Centers (float64, shape (n_cells, d)) and each row's cell: Lloyd's iterations from the rows ``initial`` of ``X``."""
+    n_cells = initial.size
+    centers = X[initial].astype(np.float64)
     for _ in range(LLOYD_ITERATIONS + 1):
         values = X @ centers.T  # becomes |c|^2 - 2 x.c in place: the squared distance less |x|^2
         values *= -2.0
@@ -83,13 +84,24 @@ class GroupedCellIndex:
         self.X_train, self.n_groups, self.n_probe = X_train, n_groups, n_probe
         rng = np.random.default_rng(random_state)
         self.center = X_train[groups >= 0].mean(axis=0) if (groups >= 0).any() else np.zeros(X_train.shape[1])
+        members_of = [np.flatnonzero(groups == g) for g in range(n_groups)]
+        # Initial centers drawn group by group, in order: the cells do not depend on the threads that place them.
+        initial = [rng.choice(m.size, max(1, -(-m.size // cell_rows)), replace=False) if m.size else None
+                   for m in members_of]
+        placed = [None] * n_groups
+
+        def place(group_slice):
+            for g in range(group_slice.start, group_slice.stop):
+                if members_of[g].size:
+                    placed[g] = _cells(X_train[members_of[g]] - self.center, initial[g])
+
+        track_in_parallel(place, blocks(n_groups, 1), "cells, group by group")
         centers, cell_rows_of, cell_group = [], [], []
-        for g in range(n_groups):
-            members = np.flatnonzero(groups == g)
+        for g, members in enumerate(members_of):
             if members.size == 0:
                 continue
-            n_cells = max(1, -(-members.size // cell_rows))
-            found, cell = _cells(X_train[members] - self.center, n_cells, rng)
+            n_cells = initial[g].size
+            found, cell = placed[g]
             order = np.argsort(cell, kind="stable")
             bounds = np.searchsorted(cell[order], np.arange(n_cells + 1))
             for c in range(n_cells):
@@ -117,9 +129,11 @@ class GroupedCellIndex:
         distances = np.full((n_query, self.n_groups), np.inf)
         if not self.cell_rows:
             return indices, distances
-        for block in track(blocks(n_query, _QUERY_BLOCK), "cell search per group"):
-            rows = np.arange(block.start, block.stop)
+
+        def candidates(rows):
             indices[rows] = self._candidates(Q[rows], exclude[rows])
+
+        track_in_parallel(candidates, blocks(n_query, _QUERY_BLOCK), "cell search per group")
         for g in range(self.n_groups):
             found = indices[:, g] >= 0
             idx, dist = rerank(self.X_train, Q[found], indices[found, g : g + 1], 1)
@@ -142,22 +156,24 @@ class GroupedCellIndex:
         need_own = np.ones(n_query, dtype=bool) if need_own is None else np.asarray(need_own, dtype=bool)
         best = np.full((n_query, 2), np.inf, dtype=np.float32)
         chosen = np.full((n_query, 2), -1, dtype=np.int64)
+
+        def probe_own_and_other(rows):
+            queries, cells, slots = [], [], []
+            for lo in range(rows.start, rows.stop, _CENTER_BLOCK):
+                part = np.arange(lo, min(lo + _CENTER_BLOCK, rows.stop))
+                to_center = self._center_values(Q[part])
+                mine = self.cell_group[None, :] == own[part, None]
+                for slot, allowed, asking in ((0, mine, need_own[part]), (1, ~mine, slice(None))):
+                    q, c = _nearest_allowed(np.where(allowed[asking], to_center[asking], np.float32(np.inf)),
+                                            self.n_probe)
+                    queries.append(part[asking][q] - rows.start), cells.append(c)
+                    slots.append(np.full(q.size, slot))
+            B, _ = screening_queries(Q[rows], self.center)
+            self._probe(B, exclude[rows], np.concatenate(queries), np.concatenate(cells), np.concatenate(slots),
+                        best[rows], chosen[rows])
+
         if self.cell_rows:
-            for block in track(blocks(n_query, _QUERY_BLOCK), "cell search, own and other group"):
-                rows = slice(block.start, block.stop)
-                queries, cells, slots = [], [], []
-                for lo in range(block.start, block.stop, _CENTER_BLOCK):
-                    part = np.arange(lo, min(lo + _CENTER_BLOCK, block.stop))
-                    to_center = self._center_values(Q[part])
-                    mine = self.cell_group[None, :] == own[part, None]
-                    for slot, allowed, asking in ((0, mine, need_own[part]), (1, ~mine, slice(None))):
-                        q, c = _nearest_allowed(np.where(allowed[asking], to_center[asking], np.float32(np.inf)),
-                                                self.n_probe)
-                        queries.append(part[asking][q] - block.start), cells.append(c)
-                        slots.append(np.full(q.size, slot))
-                B, _ = screening_queries(Q[rows], self.center)
-                self._probe(B, exclude[rows], np.concatenate(queries), np.concatenate(cells), np.concatenate(slots),
-                            best[rows], chosen[rows])
+            track_in_parallel(probe_own_and_other, blocks(n_query, _QUERY_BLOCK), "cell search, own and other group")
         distances = np.full((n_query, 2), np.inf)
         for slot, asking in ((0, need_own), (1, np.ones(n_query, dtype=bool))):
             found = chosen[:, slot] >= 0
