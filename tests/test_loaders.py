@@ -317,6 +317,25 @@ def test_csv_and_parquet_of_the_same_table_agree(tmp_path):
         np.testing.assert_array_equal(ds.y, y)
 
 
+def test_repeated_cells_are_read_once_and_give_every_row_its_own_bag(tmp_path):
+    """Bags and labels come from the distinct cells; each row still gets exactly its own, and errors name the first row."""
+    rng = np.random.default_rng(0)
+    cells = ["a|b", "b", "c|a|b", "", "c"]
+    frame = pd.DataFrame({"x": rng.normal(size=300), "candidates": rng.choice(cells, 300),
+                          "label": rng.choice(["a", "b", "c"], 300)})
+    frame.to_csv(tmp_path / "r.csv", index=False)
+    frame.to_parquet(tmp_path / "r.parquet")
+    expected = np.array([[name in cell.split("|") for name in "abc"] for cell in frame["candidates"]])
+    noisy = {"allow_empty_bags": True, "allow_true_label_outside": True}
+    for ds in (load_dataset(tmp_path / "r.csv", **noisy), load_dataset(tmp_path / "r.parquet", **noisy)):
+        np.testing.assert_array_equal(ds.S, expected)
+        assert ds.classes[ds.y].tolist() == frame["label"].tolist()
+    frame.loc[[7, 40, 200], "candidates"] = "a|d"
+    frame.to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(InvalidDataError, match=r"row 7: column 'candidates': label 'd' is not a class"):
+        load_dataset(tmp_path / "bad.parquet", classes=["a", "b", "c"])
+
+
 # ---------------------------------------------------------------- bad input: one test per case
 
 

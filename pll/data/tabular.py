@@ -75,22 +75,25 @@ def table_arrays(path, frame, classes=None, where=at_row):
             f"{path}: no column {CANDIDATES!r} (the candidate labels, separated by '{SEPARATOR}'); "
             f"found columns {', '.join(map(str, frame.columns)) or 'none'}"
         )
-    bags = [_bag(path, where, row, value) for row, value in enumerate(frame[CANDIDATES])]
+    bag_of, first, cells = _distinct(frame[CANDIDATES])
+    bags = [_bag(path, where, row, value) for row, value in zip(first, cells)]
     labels = _labels(path, where, frame[LABEL]) if LABEL in frame.columns else None
     declared = classes is not None
     if declared:
         classes = [str(c) for c in classes]
     else:
-        classes = _sorted_names(set().union(*bags, labels or ()))
+        classes = _sorted_names(set().union(*bags, labels[2] if labels else ()))
     index = {c: i for i, c in enumerate(classes)}
-    _all_known(path, where, CANDIDATES, ((row, name) for row, bag in enumerate(bags) for name in bag), index)
-    S = np.zeros((len(bags), len(classes)), dtype=bool)
+    _all_known(path, where, CANDIDATES, ((row, name) for row, bag in zip(first, bags) for name in bag), index)
+    distinct_S = np.zeros((len(bags), len(classes)), dtype=bool)
     rows = np.repeat(np.arange(len(bags)), [len(b) for b in bags])
-    S[rows, [index[name] for bag in bags for name in bag]] = True
+    distinct_S[rows, [index[name] for bag in bags for name in bag]] = True
+    S = distinct_S[bag_of]
     y = None
     if labels is not None:
-        _all_known(path, where, LABEL, enumerate(labels), index)
-        y = np.fromiter((index[name] for name in labels), dtype=np.int64, count=len(labels))
+        label_of, first, names = labels
+        _all_known(path, where, LABEL, zip(first, names), index)
+        y = np.array([index[name] for name in names], dtype=np.int64)[label_of]
     features = [c for c in frame.columns if c not in (CANDIDATES, LABEL, ID)]
     X = np.column_stack([_numeric(path, where, frame[c]) for c in features]) if features else np.empty((len(frame), 0))
     if X.shape[1] == 0:
@@ -110,6 +113,23 @@ def _ids(path, where, column):
         row = int(np.argmax(repeated))
         raise DataFileError(f"{path}, {where(row)}: column {ID!r}: the key {ids[row]!r} is used by an earlier row")
     return ids
+
+
+def _distinct(column):
+    """Each row's position among the column's distinct cells, each distinct cell's first row, and the cells.
+
+    A million rows hold a few thousand distinct bags: each is read once, and
+    an error names the first row where it occurs, as a row-by-row reading would.
+    """
+    keys = column.map(_hashable) if column.dtype == object else column
+    of, distinct = pd.factorize(keys, use_na_sentinel=False)  # in order of first occurrence
+    first = np.unique(of, return_index=True)[1]
+    return of, first.tolist(), list(distinct)
+
+
+def _hashable(value):
+    """A Parquet list cell as a tuple (lists and arrays cannot be told apart by hashing)."""
+    return tuple(value) if isinstance(value, (list, np.ndarray)) else value
 
 
 def _bag(path, where, row, value):
@@ -134,13 +154,15 @@ def _name(value):
 
 
 def _labels(path, where, column):
+    """The true labels as :func:`_distinct` gives them, with each distinct label's name."""
     missing = column.isna().to_numpy()
     if missing.any():
         raise InvalidDataError(
             f"{path}, {where(int(np.argmax(missing)))}: column {LABEL!r}: the true label is missing "
             f"({int(missing.sum())} row(s)); give every row a label or drop the column"
         )
-    return [_name(v) for v in column]
+    of, first, distinct = _distinct(column)
+    return of, first, [_name(v) for v in distinct]
 
 
 def _sorted_names(names):
