@@ -184,11 +184,19 @@ def test_pipelines_that_search_neighbors_use_the_runs_backend(monkeypatch):
     rows = np.arange(150)
     options = {"exact_max_rows": 10**6}
     features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", knn="auto", knn_params=options)
-    # with the run's options, and no recall measured: nothing reports the preprocessing's own searches
-    assert seen and all(entry == ("auto", {**options, "recall_sample": 0}) for entry in seen)
+    # with the run's options, no recall measured (nothing reports the preprocessing's own searches), and
+    # the preprocessing's own query breadth for an approximate pick
+    expected = {**options, "recall_sample": 0, "epsilon": features.SEARCH_EPSILON}
+    assert seen and all(entry == ("auto", expected) for entry in seen)
+    seen.clear()
+    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", knn="nndescent", knn_params={"epsilon": 0.3})
+    assert seen and all(entry == ("nndescent", {"epsilon": 0.3, "recall_sample": 0}) for entry in seen)  # as asked
     seen.clear()
     features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", {"knn": "exact"}, knn="auto", knn_params=options)
-    assert seen and all(backend == "exact" for backend, _ in seen)
+    assert seen and all(entry == ("exact", {"recall_sample": 0}) for entry in seen)  # exact search takes no breadth
+    for shards, breadth in (("exact", {}), ("nndescent", {"epsilon": features.SEARCH_EPSILON})):
+        pre = PlAknnPreprocessor(knn="dask", knn_params={"shard_backend": shards})
+        assert pre._search_options() == {"shard_backend": shards, "recall_sample": 0, **breadth}
     split = features.featurize(ds, rows[:120], rows[120:], "minmax", knn="auto")  # no neighbors: nothing to set
     assert split.X_train.shape == (120, 4)
 

@@ -106,13 +106,11 @@ def check_shard_backend(name):
     return BACKENDS[name]
 
 
-def check_backend(name, options=None):
-    """Refuse an unknown backend, or an option it does not take, before anything is searched.
+def backend_options(name, options=None) -> tuple:
+    """The options backend ``name`` takes with ``options``: its own and :data:`COMMON_OPTIONS`.
 
-    The checks a search makes when it starts, made early: the command line,
-    the grid and the estimators' ``fit`` call this before any stage runs.
-    ``auto`` takes the options of the backends it may pick, ``dask`` those
-    of its ``shard_backend``.
+    ``auto`` takes the options of the backends it may pick (and passes on
+    those of its pick), ``dask`` those of its ``shard_backend``.
     """
     entry, options = backend_entry(name), dict(options or {})
     allowed = [*entry.options, *COMMON_OPTIONS]
@@ -120,7 +118,16 @@ def check_backend(name, options=None):
         allowed += [option for local in LOCAL_BACKENDS for option in BACKENDS[local].options]
     elif not entry.local:
         allowed += check_shard_backend(options.get("shard_backend", EXACT)).options
-    check_options(name, options, allowed)
+    return tuple(allowed)
+
+
+def check_backend(name, options=None):
+    """Refuse an unknown backend, or an option it does not take (:func:`backend_options`), before anything is searched.
+
+    The checks a search makes when it starts, made early: the command line,
+    the grid and the estimators' ``fit`` call this before any stage runs.
+    """
+    check_options(name, dict(options or {}), backend_options(name, options))
 
 
 def resolve(name, options, n_train, exact_max_rows):
