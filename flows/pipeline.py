@@ -128,6 +128,10 @@ def _staged(ds, plan, seed, noise, noise_params, methods, method_params, feature
         stages.submit(trust_, partial(outputs.__setitem__, ("trust", output.name)), output, splits[g.features],
                       rows, searches[g.features], calibrations[g.features], knn_backend=knn_backend,
                       knn_options=knn_options)
+        if all(("native", run.name) in outputs for run in g.runs):
+            # No stage left to submit reads the group's features: the stages that do hold their own
+            # reference, and the other group's last stages need the memory (at 1M rows, half a GiB).
+            del splits[g.features], calibrations[g.features]
 
     for g in plan.groups:
         stages.submit(featurize_, partial(featurized, g), ds, rows, g.features, *knn)
