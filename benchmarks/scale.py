@@ -46,11 +46,11 @@ METHOD_ARGS = ["--methods", "pl_knn,dst_pll,pl_aknn", "--method-params", json.du
 
 
 class PeakMemory:
-    """Samples the summed RSS of some process trees in a thread; ``peak`` in bytes."""
+    """Samples the summed RSS of process trees in a thread: ``peak`` in bytes, ``peak_at`` seconds after the start."""
 
     def __init__(self, *pids, interval=0.2):
         self.roots = [psutil.Process(pid) for pid in pids]
-        self.peak, self.interval = 0, interval
+        self.peak, self.peak_at, self.interval = 0, 0.0, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -66,10 +66,12 @@ class PeakMemory:
                         total += proc.memory_info().rss
                 except psutil.Error:
                     pass
-            self.peak = max(self.peak, total)
+            if total > self.peak:
+                self.peak, self.peak_at = total, time.perf_counter() - self._start
             self._stop.wait(self.interval)
 
     def __enter__(self):
+        self._start = time.perf_counter()
         self._thread.start()
         return self
 
@@ -151,7 +153,8 @@ def run_once(path, folder, label, watched, api, extra=()):
 
     metrics = MlflowClient(env["MLFLOW_TRACKING_URI"]).get_run(run_id).data.metrics
     recalls = {k: v for k, v in metrics.items() if k.startswith("knn.") and k.endswith(".recall") and k.count(".") == 2}
-    return {"label": label, "wall": wall, "cpu": cpu, "peak_gib": memory.peak / 2**30, "stages": stage_seconds(api),
+    return {"label": label, "wall": wall, "cpu": cpu, "peak_gib": memory.peak / 2**30,
+            "peak_at": memory.peak_at, "stages": stage_seconds(api),
             "recall": recalls, "backends": re.findall(r"knn\.\S+\.backend", out)}
 
 
@@ -174,7 +177,7 @@ def print_table(results, sizes):
             row.append(" / ".join(f"{x:.2f}" for x in b))
         rows.append(row)
     rows.append(["CPU of the run (process tree)"] + [f"{r['cpu']:.0f} s, {r['cpu'] / r['wall']:.2f} cores" for r in results])
-    rows.append(["peak RSS (tree + server)"] + [f"{r['peak_gib']:.2f} GiB" for r in results])
+    rows.append(["peak RSS (tree + server)"] + [f"{r['peak_gib']:.2f} GiB at {r['peak_at']:.0f} s" for r in results])
     rows.append(["kNN recall (lowest)"] + [", ".join(f"{k.split('.')[1]} {v:.4f}" for k, v in r["recall"].items())
                                           or "exact" for r in results])
     widths = [max(len(str(r[i])) if i < len(r) else 0 for r in [head] + rows) for i in range(len(head))]
