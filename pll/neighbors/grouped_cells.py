@@ -25,7 +25,9 @@ scored against its own set) searches that group exactly.
 Candidates are screened in float32 and the chosen row of each group is
 reranked in float64 (:func:`~pll.neighbors.exact.rerank`), as every backend
 returns distances.  ``benchmarks/trust_class_sets.py`` measures its agreement
-with exact search.
+with exact search.  Blocks of queries, and the groups' cells, are spread over
+one thread per CPU (:func:`~pll.progress.track_in_parallel`); the results do
+not depend on the threads.
 """
 
 from __future__ import annotations

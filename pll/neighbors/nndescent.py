@@ -82,7 +82,8 @@ recall@k), (query_k, epsilon):
   0.9896; on 240,000 rows, graph of 18: (20, 0.35) 2.9 s at 0.9933, (20, 0.3) 2.4 s at 0.9883, (30, 0.25)
   2.6 s at 0.9902, (30, 0.2) 2.1 s at 0.9820.  (25, 0.25) keeps 0.99 for three quarters of the time;
   narrower comes too close to 0.98;
-- k = 10 in a wide graph (PL A-kNN's smoothing of new rows), 640,000 rows in PL A-kNN's projection (cube
+- k = 10 in a wide graph (a 10-neighbor method beside PL A-kNN on its features; PL A-kNN's preprocessing
+  searches narrower, :data:`pll.features.SEARCH_EPSILON`), 640,000 rows in PL A-kNN's projection (cube
   root, L2), graph of 52: (20, 0.35) 3.1 s at 0.9998, (20, 0.2) 1.5 s at 0.9980, (15, 0.2) 1.2 s at 0.9971,
   (15, 0.1) 0.8 s at 0.9864;
 - k = 50, the same 640,000 rows and graph: (60, 0.2) 3.7 s at 0.9997, (55, 0.1) 2.3–2.7 s at 0.9964–0.9969,
