@@ -37,15 +37,17 @@ fraction of one, where a method's vote would change.  Measured on the scale tabl
 20,000 new rows; seconds on both cores, recall@10 of the smoothing and @50 of the density step, the new
 rows' features against those from exact neighbors, relative error at the 99th percentile):
 
-=======  ============  ============  ============  ============
-epsilon  0.2           0.1           0.05          0
-seconds  1.2 + 4.3     1.0 + 2.8     0.9 + 2.4     0.7 + 1.9
-recall   0.996 / 0.999 0.985 / 0.996 0.970 / 0.992 0.943 / 0.983
-error    0.007         0.011         0.015         0.021
-=======  ============  ============  ============  ============
+=======  =============  =============  =============  =============
+epsilon  0.2            0.1            0.05           0
+seconds  1.2 + 4.3      1.0 + 2.8      0.9 + 2.4      0.7 + 1.9
+recall   0.996 / 0.999  0.985 / 0.996  0.970 / 0.992  0.943 / 0.983
+error    0.007          0.011          0.015          0.021
+=======  =============  =============  =============  =============
 
-The method's breadth was 0.2 and 0.1 (4.0 s).  Half the rows' features are exact at every breadth; the
-largest errors (0.55-0.63) are at every breadth too: a few rows whose graph search misses most neighbors."""
+(At 0.2 the smoothing's 1.2 s is from :data:`~pll.neighbors.nndescent.QUERY_BREADTH`'s sweep: here its first
+search compiled.)  The methods' breadth, used before, is 0.2 for the smoothing and 0.1 for the density step
+(4.0 s).  Half the rows' features are exact at every breadth; the largest errors (0.55-0.63) are at every
+breadth too: a few rows whose graph search misses most neighbors."""
 
 
 def _pca(n_components=0.95, **params):
