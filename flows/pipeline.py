@@ -130,7 +130,7 @@ def _staged(ds, plan, seed, noise, noise_params, methods, method_params, feature
                       knn_options=knn_options)
         if all(("native", run.name) in outputs for run in g.runs):
             # No stage left to submit reads the group's features: the stages that do hold their own
-            # reference, and the other group's last stages need the memory (at 1M rows, half a GiB).
+            # reference, and the other group's last stages need the memory (at 1M rows, about half a GiB).
             del splits[g.features], calibrations[g.features]
 
     for g in plan.groups:

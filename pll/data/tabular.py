@@ -128,7 +128,7 @@ def _distinct(column):
 
 
 def _hashable(value):
-    """A Parquet list cell as a tuple (lists and arrays cannot be told apart by hashing)."""
+    """A Parquet list cell as a tuple: lists and arrays are not hashable, and factorize needs keys that are."""
     return tuple(value) if isinstance(value, (list, np.ndarray)) else value
 
 
