@@ -77,12 +77,13 @@ def table_arrays(path, frame, classes=None, where=at_row):
         )
     bag_of, first, cells = _distinct(frame[CANDIDATES])
     bags = [_bag(path, where, row, value) for row, value in zip(first, cells)]
-    labels = _labels(path, where, frame[LABEL]) if LABEL in frame.columns else None
+    has_labels = LABEL in frame.columns
+    label_of, label_first, names = _labels(path, where, frame[LABEL]) if has_labels else (None, [], [])
     declared = classes is not None
     if declared:
         classes = [str(c) for c in classes]
     else:
-        classes = _sorted_names(set().union(*bags, labels[2] if labels else ()))
+        classes = _sorted_names(set().union(*bags, names))
     index = {c: i for i, c in enumerate(classes)}
     _all_known(path, where, CANDIDATES, ((row, name) for row, bag in zip(first, bags) for name in bag), index)
     distinct_S = np.zeros((len(bags), len(classes)), dtype=bool)
@@ -90,9 +91,8 @@ def table_arrays(path, frame, classes=None, where=at_row):
     distinct_S[rows, [index[name] for bag in bags for name in bag]] = True
     S = distinct_S[bag_of]
     y = None
-    if labels is not None:
-        label_of, first, names = labels
-        _all_known(path, where, LABEL, zip(first, names), index)
+    if has_labels:
+        _all_known(path, where, LABEL, zip(label_first, names), index)
         y = np.array([index[name] for name in names], dtype=np.int64)[label_of]
     features = [c for c in frame.columns if c not in (CANDIDATES, LABEL, ID)]
     X = np.column_stack([_numeric(path, where, frame[c]) for c in features]) if features else np.empty((len(frame), 0))

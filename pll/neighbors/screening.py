@@ -9,12 +9,10 @@ less ``|q|^2``, which orders a query's candidates as the distance does.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from numba import njit
-from threadpoolctl import threadpool_limits
+
+from ..progress import blocks, track_in_parallel
 
 # Training rows screened by one matrix product.
 TILE_ROWS = 4096
@@ -40,8 +38,9 @@ def smallest(A, B, width, exclude):
     """The ``width`` smallest screening values of each query and their training rows, ascending.
 
     Blocks of :data:`QUERY_BLOCK` queries run on one thread per CPU, each with
-    a single-threaded BLAS: the insertion kernel then runs in parallel too, and
-    no BLAS thread pool has to wake up for every tile.
+    a single-threaded BLAS (:func:`~pll.progress.track_in_parallel`): the
+    insertion kernel then runs in parallel too, and no BLAS thread pool has to
+    wake up for every tile.
 
     Parameters
     ----------
@@ -62,22 +61,14 @@ def smallest(A, B, width, exclude):
     values = np.full((n_query, width), np.inf, dtype=np.float32)
     indices = np.full((n_query, width), -1, dtype=np.int64)
 
-    def screen_block(start):
-        rows = slice(start, min(start + QUERY_BLOCK, n_query))
-        tile = np.empty((rows.stop - start, min(TILE_ROWS, A.shape[0])), dtype=np.float32)
+    def screen_block(rows):
+        tile = np.empty((rows.stop - rows.start, min(TILE_ROWS, A.shape[0])), dtype=np.float32)
         for lo in range(0, A.shape[0], TILE_ROWS):
             part = tile[:, : min(TILE_ROWS, A.shape[0] - lo)]
             np.matmul(B[rows], A[lo : lo + part.shape[1]].T, out=part)
             _keep_smallest(part, lo, exclude[rows], values[rows], indices[rows])
 
-    starts = range(0, n_query, QUERY_BLOCK)
-    threads = min(len(starts), os.cpu_count() or 1)
-    if threads <= 1:
-        for start in starts:
-            screen_block(start)
-    else:
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
-            list(pool.map(screen_block, starts))
+    track_in_parallel(screen_block, blocks(n_query, QUERY_BLOCK), "screening")
     return values, indices
 
 
