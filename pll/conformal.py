@@ -1,53 +1,79 @@
-"""Conformal prediction sets from partial labels: a set of labels that holds the true one with probability ≥ 1 − α.
+"""Conformal prediction sets from partial labels: a set of labels meant to hold the true one with probability ≥ 1 − α.
 
-Definitions (Javanmardi, Sale, Hüllermeier and others, "Conformal Prediction
-with Partially Labeled Data", arXiv:2306.01191).  A fitted method gives every
-row ``x`` and class ``y`` a *conformity* ``p̂(y | x)`` in [0, 1]
-(:func:`conformity`); the nonconformity is ``s(x, y) = 1 − p̂(y | x)``.
-Calibration rows ``(x_i, S_i)``, ``i = 1..n``, have candidate bags, not true
-labels.  A row's score is its least conforming candidate,
+Set-up.  A fitted method gives every row ``x`` and class ``y`` a
+*conformity* ``c(x, y)`` in [0, 1] (:func:`conformity`); a *score* turns it
+into a nonconformity ``s(x, y)``, lower = more conforming
+(:data:`SCORES`: ``probability``, ``1 − c`` normalised over the classes, the
+default; ``own``, ``1 − c``; ``cumulative``, APS-style).  Calibration rows
+``(x_i, S_i)``, ``i = 1..n``, have candidate bags ``S_i``, not true labels (an
+empty bag counts as every label).  A *procedure* (:data:`PROCEDURES`) gives
+each calibration row a distribution ``w_i`` over its bag, standing in for
+its unknown label; with ``t(s) = Σ_i Σ_y w_i(y) [s_i(y) ≥ s]``, the p-value of
+class ``y`` at row ``x`` is
 
-    s_i = max_{y ∈ S_i} s(x_i, y)        (an empty bag counts as every label),
+    p(y) = (1 + t(s(x, y))) / (n + 1),
 
-and with ``k = ⌈(n + 1)(1 − α)⌉`` the threshold ``q̂`` is the k-th smallest
-``s_i`` (``q̂ = +∞`` when ``k > n``).  The prediction set of a row is
+and the prediction set is ``C(x) = {y : p(y) > α} = {y : s(x, y) ≤ q̂}``,
+``q̂`` the largest calibration score whose p-value exceeds α (``+∞`` when
+even a score beyond them all would: fewer than ``1/α − 1`` rows, refused by
+:class:`ConformalSets`).  With a point mass on the true label this is split
+conformal prediction; ``α`` is read as the decimal it prints as (0.1 is 1/10).
 
-    C(x) = {y : s(x, y) ≤ q̂},
+What each procedure guarantees.  All three assume that the calibration
+rows and a test row are exchangeable (drawn alike, e.g. i.i.d.) and that the
+method was fitted on *other* rows, so that ``s`` is a fixed function as far
+as these rows are concerned (void for a model refitted on the calibration
+rows).  The guarantees are marginal: on average over rows, not per row or
+per class.
 
-intersected with the row's own candidates when it has some.
+* ``conservative`` — ``w_i`` is a point mass on the bag's *least* conforming
+  candidate (``max`` in Javanmardi et al., arXiv:2306.01191).  **If every bag
+  holds its true label**, ``P(y ∈ C(x)) ≥ 1 − α`` exactly as in split
+  conformal prediction: the test row's own worst-candidate score is
+  exchangeable with the calibration rows', and the true label's score is at
+  most it (the test bag is never looked at).  Nothing else is assumed.  It
+  fails where bags miss their true label (``remove_true_label``), and its
+  sets are large: once more than α of the bags hold a distractor the model
+  rightly finds implausible, every set holds (nearly) every label.
+* ``monte_carlo`` (default) — Monte Carlo conformal prediction (Stutz et al.,
+  TMLR 2023, arXiv:2307.09302) with its p-values averaged over the
+  pseudo-labels, taken here in the limit of infinitely many draws (exact, no
+  sampling noise): ``w_i = π(· | x_i, S_i)``, the *plausibility*
+  ``π(y | x, S) ∝ c(x, y)^{1/T}`` on the bag, 0 off it, with one temperature
+  ``T`` fitted by the likelihood of the calibration bags,
+  ``Σ_i log Σ_{y ∈ S_i} π(y | x_i, Θ)`` (:func:`fit_temperature`).  A pseudo-label
+  ``Y'`` drawn from ``π`` at a test row is covered with probability
+  ``≥ 1 − 2α`` (each draw's p-value is valid; an average of valid p-values
+  is valid at 2α, Vovk & Wang 2020), in practice close to ``1 − α`` (see the
+  tests).  The **true** label is covered to the extent that ``π`` is its
+  distribution given the row and its bag: ``P(y ∈ C) ≥ P(Y' ∈ C) −
+  E[TV(π(· | x, S), P(y | x, S))]``.  ``π`` is right when the normalised
+  ``c^{1/T}`` is ``P(y | x)`` and the bag says nothing about which of its
+  candidates is true (``P(S | x, y)`` equal for every ``y ∈ S``: uniform
+  noise, and class-dependent noise with paired classes, qualify; bags of
+  co-occurring objects, as in msrc-v2, do not, and there the fitted ``π`` is
+  overconfident and coverage falls short).  Neither can be checked without
+  true labels; ``T`` is one parameter fitted on the calibration rows
+  themselves, a small departure from a plausibility fixed in advance.
+* ``min`` — a point mass on the bag's *most* conforming candidate: smaller
+  sets, **no guarantee** (the true label's score can exceed the bag's
+  smallest).  It is what a user who trusts each bag's best candidate would do,
+  and labelled so.
 
-Why it covers (the guarantee).  Suppose the rows ``(x_i, S_i, y_i)`` of the
-calibration set and a test row are exchangeable (drawn alike, e.g. i.i.d.),
-every bag holds its true label (``y_i ∈ S_i``: true of every bag process but
-``remove_true_label``), and the method was fitted on *other* rows, so that
-``s`` is a fixed function as far as these rows are concerned.  Then the test
-row's own bag score ``s_{n+1} = max_{y ∈ S_{n+1}} s(x_{n+1}, y)`` is
-exchangeable with ``s_1 … s_n``, so its rank among them is uniform and
-``P(s_{n+1} ≤ q̂) ≥ k / (n + 1) ≥ 1 − α`` (ties only help).  Since the true
-label lies in the bag, ``s(x_{n+1}, y_{n+1}) ≤ s_{n+1}``, hence
-``P(y_{n+1} ∈ C(x_{n+1})) ≥ 1 − α``.  The test row's bag is never looked at:
-it only has to exist.  Intersecting with candidates that hold the true label
-keeps the guarantee.  The guarantee is marginal (on average over rows), not
-per row or per class, and it is void if the method saw the calibration rows:
-a model refitted on all rows after calibration does not inherit it.
+Bounds without true labels.  Whatever candidate of each bag is true (bags
+holding it), the calibration rows' coverage at ``q̂`` lies between the share
+of rows whose least conforming candidate scores ``≤ q̂`` and the share whose
+most conforming one does (``bounds_``).  When that interval is wider than α,
+the bags cannot tell whether ``1 − α`` is met: the procedure's assumption
+carries the rest.  On test rows with bags, the share of sets that meet
+their bag (:func:`bag_hit_rate`) is an upper bound of the coverage.
 
-Taking ``min`` instead of ``max`` over the bag (``variant="min"``) gives
-smaller sets with *no* guarantee: the true label's score can exceed the
-bag's smallest, so coverage may fall below 1 − α.  It is offered because it
-is what a user who trusts the bags' best candidate would do, and labelled so.
-
-Equivalently, ``C(x) = {y : p(y) > α}`` for the conformal p-value
-``p(y) = (1 + #{i : s_i ≥ s(x, y)}) / (n + 1)``; the reject option accepts a
-row exactly when its set is a single label, and scores it by the confidence
-``1 − p`` of its second most conforming label (the largest α at which the set
-would shrink to one label is that p-value).
-
-Reasons of a rejection (:mod:`pll.reasons`).  A set of two or more labels is
-a ``conflict``: several labels conform as well as the calibration bags' least
-conforming candidates do, and the data cannot tell them apart at this α.  An
-empty set is ``no_support``: no label conforms that well, the row is unlike
-the calibration rows — the conformal reading of "out of distribution", which
-needs no distance.  The two exclude each other, so every rejection has one.
+The reject option accepts a row exactly when its set is a single label, and
+scores it by the confidence ``1 − p`` of its second most conforming label.
+Reasons of a rejection (:mod:`pll.reasons`): a set of two or more labels is
+a ``conflict`` (several labels conform as well as the calibration labels
+do); an empty set is ``no_support`` (no label conforms that well: the
+conformal reading of "out of distribution").
 """
 
 from __future__ import annotations
@@ -57,6 +83,7 @@ from fractions import Fraction
 from numbers import Real
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -65,14 +92,28 @@ from .methods.base import RejectPrediction
 from .reasons import CONFLICT, NO_SUPPORT, assign
 from .validation import check_params, encode_bags
 
-VARIANTS = {
-    "max": "the least conforming candidate of each calibration bag: coverage ≥ 1 − α guaranteed",
-    "min": "the most conforming candidate: smaller sets, no coverage guarantee (optimistic)",
+PROCEDURES = {
+    "monte_carlo": "calibration labels weighted by the model's plausibility over each bag (Monte Carlo CP): "
+    "covers the true label as far as that plausibility is right",
+    "conservative": "the least conforming candidate of each bag: coverage ≥ 1 − α whenever bags hold their true label",
+    "min": "the most conforming candidate of each bag: smallest sets, no coverage guarantee",
 }
+SCORES = {
+    "probability": "1 − the conformity normalised to sum to one over the classes",
+    "own": "1 − the method's own conformity",
+    "cumulative": "APS-style: the normalised conformity of every class at least as conforming, summed",
+}
+DEFAULT_PROCEDURE = "monte_carlo"
+DEFAULT_SCORE = "probability"
+"""The score with the smallest sets calibrated on true labels, for DST-PLL, PL-kNN and PL A-kNN on digits,
+bird-song and msrc-v2 (``benchmarks/conformal_sets.py`` measures it)."""
+LOG_TEMPERATURE_RANGE = (-7.0, 4.0)
+"""Where the plausibility's ``log T`` is searched: from nearly the argmax (``c^1100``) to nearly flat (``c^0.02``)."""
+_FLOOR = 1e-12  # a conformity of 0 as a log: keeps classes of zero conformity at nearly no plausibility
 
 
 def conformity(estimator, X, neighbors=None):
-    """Each row's conformity ``p̂(y | x)`` to each class, float64 of shape (n, l), columns in ``classes_`` order.
+    """Each row's conformity ``c(x, y)`` to each class, float64 of shape (n, l), columns in ``classes_`` order.
 
     A pll method's own :meth:`conformity` (DST-PLL: plausibility ``pl({y})``;
     PL-kNN: vote share; PL A-kNN: the share of its final adaptive
@@ -96,108 +137,240 @@ def conformity(estimator, X, neighbors=None):
     return values
 
 
-def calibration_scores(conformity_values, bags, variant="max"):
-    """Each calibration row's nonconformity ``s_i``: the max (or min) of ``1 − p̂(y | x_i)`` over its bag.
+def nonconformity(conformity_values, score=DEFAULT_SCORE):
+    """``s(x, y)`` of every row and class from the conformity, shape (n, l): lower = more conforming (:data:`SCORES`).
+
+    ``cumulative`` gives class ``y`` the normalised conformity of every class
+    at least as conforming as ``y`` (``y`` and its ties included), so that tied
+    classes share a score.
+    """
+    if score not in SCORES:
+        raise InvalidParameterError(f"unknown score {score!r}: choose from {', '.join(SCORES)}")
+    c = np.asarray(conformity_values, dtype=np.float64)
+    if score == "own":
+        return 1.0 - c
+    c = np.maximum(c, 0.0)
+    total = c.sum(axis=1, keepdims=True)
+    p = np.divide(c, total, out=np.full_like(c, 1.0 / max(c.shape[1], 1)), where=total > 0)
+    if score == "probability":
+        return 1.0 - p
+    order = np.argsort(-p, axis=1, kind="stable")
+    ranked = np.take_along_axis(p, order, axis=1)
+    mass = np.cumsum(ranked, axis=1)
+    last_of_tie = np.append(ranked[:, 1:] != ranked[:, :-1], np.ones((p.shape[0], 1), bool), axis=1)
+    # Each class takes the cumulated mass at the last class of its tie group (the next group end at or after it).
+    tied = np.minimum.accumulate(np.where(last_of_tie, mass, np.inf)[:, ::-1], axis=1)[:, ::-1]
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, tied, axis=1)
+    return out
+
+
+def _as_bags(bags, shape):
+    """Bags as bool (n, l) with an empty bag read as every label."""
+    bags = np.asarray(bags, dtype=bool)
+    if bags.shape != shape:
+        raise InvalidDataError(f"bags of shape {bags.shape} do not match conformity values of shape {shape}")
+    return np.where(bags.any(axis=1, keepdims=True), bags, True)
+
+
+def _log_conformity(conformity_values):
+    return np.log(np.maximum(np.asarray(conformity_values, dtype=np.float64), _FLOOR))
+
+
+def plausibility(conformity_values, bags, temperature):
+    """``π(y | x, S) ∝ c(x, y)^{1/T}`` on each row's bag, 0 off it; rows sum to 1, shape (n, l).
+
+    A bag whose candidates all have conformity 0 gets them in equal parts.
+    """
+    bags = _as_bags(bags, np.shape(conformity_values))
+    z = np.where(bags, _log_conformity(conformity_values) / temperature, -np.inf)
+    w = np.exp(z - z.max(axis=1, keepdims=True))
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def fit_temperature(conformity_values, bags):
+    """The ``T`` of :func:`plausibility` that makes the calibration bags most likely: max ``Σ_i log Σ_{y ∈ S_i} π_T(y | x_i)``.
+
+    ``π_T(· | x)`` is the plausibility over all classes; the likelihood is the
+    bags' under the assumption that a bag says nothing about which of its
+    candidates is true (:mod:`pll.conformal`).  Searched over
+    :data:`LOG_TEMPERATURE_RANGE`.
+    """
+    bags = _as_bags(bags, np.shape(conformity_values))
+    logc = _log_conformity(conformity_values)
+
+    def loss(log_t):
+        z = logc / math.exp(log_t)
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return -(np.log((e * bags).sum(axis=1)) - np.log(e.sum(axis=1))).mean()
+
+    return math.exp(minimize_scalar(loss, bounds=LOG_TEMPERATURE_RANGE, method="bounded",
+                                    options={"xatol": 1e-4}).x)
+
+
+def calibration_weights(scores, conformity_values, bags, procedure=DEFAULT_PROCEDURE):
+    """Each calibration row's distribution ``w_i`` over its bag (:data:`PROCEDURES`), and the temperature it used.
 
     Parameters
     ----------
+    scores : ndarray of shape (n, l)
+        ``s(x_i, y)``.
     conformity_values : ndarray of shape (n, l)
+        ``c(x_i, y)``, for the plausibility of ``monte_carlo``.
     bags : bool ndarray of shape (n, l)
         An empty bag counts as every label.
-    variant : {"max", "min"}
+    procedure : {"monte_carlo", "conservative", "min"}
 
     Returns
     -------
-    ndarray of shape (n,)
+    weights : ndarray of shape (n, l)
+        Rows sum to 1; 0 off the bag.  A point mass on the worst (``conservative``)
+        or best (``min``) candidate.
+    temperature : float or None
+        ``monte_carlo``'s fitted ``T``; None for the others.
     """
-    if variant not in VARIANTS:
-        raise InvalidParameterError(f"unknown variant {variant!r}: choose from {', '.join(VARIANTS)}")
-    s = 1.0 - np.asarray(conformity_values, dtype=np.float64)
-    bags = np.asarray(bags, dtype=bool)
-    if bags.shape != s.shape:
-        raise InvalidDataError(f"bags of shape {bags.shape} do not match conformity values of shape {s.shape}")
-    bags = np.where(bags.any(axis=1, keepdims=True), bags, True)
-    if variant == "max":
-        return np.where(bags, s, -np.inf).max(axis=1)
-    return np.where(bags, s, np.inf).min(axis=1)
+    if procedure not in PROCEDURES:
+        raise InvalidParameterError(f"unknown procedure {procedure!r}: choose from {', '.join(PROCEDURES)}")
+    scores = np.asarray(scores, dtype=np.float64)
+    bags = _as_bags(bags, scores.shape)
+    if procedure == "monte_carlo":
+        temperature = fit_temperature(conformity_values, bags)
+        return plausibility(conformity_values, bags, temperature), temperature
+    pick = (np.where(bags, scores, -np.inf).argmax(axis=1) if procedure == "conservative"
+            else np.where(bags, scores, np.inf).argmin(axis=1))
+    return np.eye(scores.shape[1])[pick], None
 
 
-def quantile_rank(n, alpha):
-    """``k = ⌈(n + 1)(1 − α)⌉``, the rank of ``q̂`` among ``n`` calibration scores (``k > n`` means ``q̂ = +∞``).
+def _needed_tail(n, alpha):
+    """``α(n + 1) − 1``: a label's p-value exceeds α iff the calibration weight at or above its score exceeds this.
 
-    ``α`` is read as the decimal it prints as (0.1 is 1/10 exactly), so that
-    ``(n + 1)(1 − α)`` landing on an integer is not rounded up by binary
-    floating point.
+    ``α`` is read as the decimal it prints as, so that a boundary case such as
+    ``n = 9, α = 0.1`` is not moved by binary floating point.
     """
-    return math.ceil((n + 1) * (1 - Fraction(repr(float(alpha)))))
+    return float(Fraction(repr(float(alpha))) * (n + 1) - 1)
+
+
+def min_calibration_rows(alpha):
+    """The fewest calibration rows with which some set can leave a label out at level α: ``⌈1/α⌉ − 1``."""
+    return math.ceil(1 / Fraction(repr(float(alpha)))) - 1
+
+
+def weighted_quantile(scores, weights, alpha):
+    """``q̂``: the largest of ``scores`` whose p-value ``(1 + t(s)) / (n + 1)`` exceeds α; ``+inf`` if any score would.
+
+    ``scores`` and ``weights`` are (n, l) (a calibration row per row, its
+    weights summing to 1); ``t(s)`` is the weight on scores ``≥ s``.
+    """
+    s, _, tail, n = _calibration_tail(scores, weights)
+    need = _needed_tail(n, alpha)
+    if need < 0:
+        return math.inf
+    admitted = np.flatnonzero(tail[:-1] > need)
+    return float(s[admitted[-1]]) if admitted.size else -math.inf
+
+
+def _calibration_tail(scores, weights):
+    """The calibration scores with positive weight, sorted; their weights; ``t`` at each (and 0 past the last); n."""
+    scores = np.asarray(scores, dtype=np.float64)
+    weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), scores.shape)
+    keep = weights > 0
+    s, w = scores[keep], weights[keep]
+    order = np.argsort(s, kind="stable")
+    s, w = s[order], w[order]
+    tail = np.append(np.cumsum(w[::-1])[::-1], 0.0)
+    return s, w, tail, scores.shape[0]
 
 
 def conformal_quantile(scores, alpha):
-    """``q̂``: the ⌈(n + 1)(1 − α)⌉-th smallest of ``scores``, ``+inf`` when that rank exceeds ``n``."""
-    scores = np.sort(np.asarray(scores, dtype=np.float64))
-    k = quantile_rank(scores.size, alpha)
-    return float(scores[k - 1]) if k <= scores.size else math.inf
+    """Split conformal ``q̂`` of one score per row: the ⌈(n + 1)(1 − α)⌉-th smallest, ``+inf`` when that rank exceeds ``n``."""
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1, 1)
+    return weighted_quantile(scores, np.ones_like(scores), alpha)
+
+
+def bag_hit_rate(sets, bags):
+    """The share of rows whose set meets their bag (an empty bag counts as every label): an upper bound of coverage."""
+    sets = np.asarray(sets, dtype=bool)
+    return float((sets & _as_bags(bags, sets.shape)).any(axis=1).mean())
 
 
 class ConformalSets(BaseEstimator):
-    """Prediction sets with coverage ≥ 1 − α, calibrated on rows with candidate bags only.
+    """Prediction sets calibrated on rows with candidate bags only; what they guarantee depends on ``procedure``.
 
-    The definitions and the argument for the guarantee are in :mod:`pll.conformal`.
+    The definitions, and what each procedure guarantees under which
+    assumption, are in :mod:`pll.conformal`.
 
     Parameters
     ----------
     method : fitted estimator
         A pll method, or any classifier with ``predict_proba`` and
-        ``classes_``, **fitted on rows other than the calibration rows** (the
+        ``classes_``, **fitted on rows other than the calibration rows** (every
         guarantee needs it; nothing here can check it).
     alpha : float, default=0.1
         Miscoverage level in (0, 1).
-    variant : {"max", "min"}, default="max"
-        ``max``: the guarantee; ``min``: tighter sets, no guarantee.
+    procedure : {"monte_carlo", "conservative", "min"}, default="monte_carlo"
+        What stands in for the calibration rows' unknown labels (:data:`PROCEDURES`).
+    score : {"probability", "own", "cumulative"}, default="probability"
+        The nonconformity built from the method's conformity (:data:`SCORES`).
 
     Attributes
     ----------
     quantile_ : float
-        ``q̂`` (``inf`` when there are too few calibration rows for this α:
-        fewer than ``1/α − 1``; every set is then every class).
-    calibration_scores_ : ndarray of shape (n,)
-        The calibration rows' ``s_i``, sorted.
+        ``q̂``: a label is in a row's set iff its score is at most this.
+    temperature_ : float or None
+        The plausibility's ``T`` (``monte_carlo``), else None.
+    bounds_ : dict
+        ``coverage_if_worst`` and ``coverage_if_best``: the calibration rows'
+        coverage at ``q̂`` if every bag's least (most) conforming candidate
+        were its true label, which brackets it whatever the truth.
+    n_calibration_ : int
+        Calibration rows.
+    empty_bags_ : int
+        Calibration rows without candidates, counted as every label.
     classes_ : ndarray of shape (l,)
         The method's classes.
 
     Examples
     --------
     >>> import numpy as np, pll
-    >>> X = np.arange(12.0)[:, None]
-    >>> S = np.array([[1, 0]] * 6 + [[0, 1]] * 6, dtype=bool)
+    >>> X = np.arange(24.0)[:, None]
+    >>> S = np.array([[1, 0]] * 12 + [[0, 1]] * 12, dtype=bool)
     >>> method = pll.PlKnn(n_neighbors=3).fit(X[::2], S[::2])
-    >>> sets = pll.ConformalSets(method, alpha=0.25).fit(X[1::2], S[1::2])
-    >>> sets.predict_sets(np.array([[0.5], [11.0]])).astype(int)
+    >>> sets = pll.ConformalSets(method, alpha=0.2).fit(X[1::2], S[1::2])
+    >>> sets.predict_sets(np.array([[0.5], [23.0]])).astype(int)
     array([[1, 0],
            [0, 1]])
     >>> sets.predict_with_reject(np.array([[0.5]])).reason
     array(['none'], dtype='<U10')
 
-    Six calibration rows are too few for α = 0.1 (``q̂ = inf``): every set
-    holds both classes, a conflict.
+    Twelve calibration rows are too few for α = 0.05 (it needs 19):
 
-    >>> pll.ConformalSets(method, alpha=0.1).fit(X[1::2], S[1::2]).predict_with_reject(np.array([[0.5]])).reason
-    array(['conflict'], dtype='<U10')
+    >>> pll.ConformalSets(method, alpha=0.05).fit(X[1::2], S[1::2])
+    Traceback (most recent call last):
+    ...
+    pll.errors.InvalidDataError: 12 calibration rows are too few for conformal sets at alpha=0.05: it needs at least 19; with fewer every set would hold every label (use more rows or a larger alpha)
     """
 
     _parameter_constraints = {
         "method": "no_validation",
         "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
-        "variant": [StrOptions(set(VARIANTS))],
+        "procedure": [StrOptions(set(PROCEDURES))],
+        "score": [StrOptions(set(SCORES))],
     }
 
-    def __init__(self, method, alpha=0.1, *, variant="max"):
+    def __init__(self, method, alpha=0.1, *, procedure=DEFAULT_PROCEDURE, score=DEFAULT_SCORE):
         self.method = method
         self.alpha = alpha
-        self.variant = variant
+        self.procedure = procedure
+        self.score = score
 
     def fit(self, X, S, neighbors=None):
-        """Calibrate ``q̂`` on rows ``X`` with candidate sets ``S`` (any form the method's ``fit`` takes)."""
+        """Calibrate ``q̂`` on rows ``X`` with candidate sets ``S`` (any form the method's ``fit`` takes).
+
+        Refuses, before anything is stored, fewer rows than α needs
+        (:func:`min_calibration_rows`) and calibration rows of which none has
+        a candidate.
+        """
         check_params(self)
         classes = getattr(self.method, "classes_", None)
         if classes is None:
@@ -206,20 +379,68 @@ class ConformalSets(BaseEstimator):
             )
         values = conformity(self.method, X, neighbors)
         bags, _ = encode_bags(S, values.shape[0], classes, what="calibration candidate sets")
+        n, needed = values.shape[0], min_calibration_rows(self.alpha)
+        if n < needed:
+            raise InvalidDataError(
+                f"{n} calibration rows are too few for conformal sets at alpha={self.alpha}: it needs at least "
+                f"{needed}; with fewer every set would hold every label (use more rows or a larger alpha)"
+            )
+        empty = ~bags.any(axis=1)
+        if empty.all():
+            raise InvalidDataError(f"none of the {n} calibration rows has a candidate label: nothing to calibrate on")
+        scores = nonconformity(values, self.score)
+        weights, temperature = calibration_weights(scores, values, bags, self.procedure)
+        self._scores, _, self._tail, _ = _calibration_tail(scores, weights)
+        quantile = weighted_quantile(scores, weights, self.alpha)
+        inside = np.where(_as_bags(bags, scores.shape), scores, np.nan)
         self.classes_ = classes
-        self.calibration_scores_ = np.sort(calibration_scores(values, bags, self.variant))
-        self.quantile_ = conformal_quantile(self.calibration_scores_, self.alpha)
+        self.quantile_ = quantile
+        self.temperature_ = temperature
+        self.bounds_ = {"coverage_if_worst": float((np.nanmax(inside, axis=1) <= quantile).mean()),
+                        "coverage_if_best": float((np.nanmin(inside, axis=1) <= quantile).mean())}
+        self.n_calibration_ = n
+        self.empty_bags_ = int(empty.sum())
         return self
+
+    def calibration_report(self):
+        """What the calibration chose and what can be said of it without true labels, for a run's log.
+
+        ``procedure``, ``score``, ``alpha``, ``quantile``, ``temperature`` (None
+        unless ``monte_carlo``), ``calibration_rows``, ``empty_bags``, the
+        :attr:`bounds_`, and ``notes``: one line per finding (bounds wider
+        than α, empty bags, the temperature at the edge of its search).
+        """
+        self._check_fitted()
+        worst, best = self.bounds_["coverage_if_worst"], self.bounds_["coverage_if_best"]
+        notes = []
+        if best - worst > self.alpha:
+            notes.append(
+                f"bounds are wide: whatever candidates are true, calibration coverage lies in [{worst:.3f}, {best:.3f}]; "
+                f"coverage of {1 - self.alpha:.2f} rests on the {self.procedure} procedure's assumption"
+            )
+        if best < 1 - self.alpha:
+            notes.append(f"even if every bag's best candidate were true, calibration coverage would be {best:.3f} "
+                         f"< {1 - self.alpha:.2f}: the bags contradict the procedure's assumption")
+        if self.empty_bags_:
+            notes.append(f"{self.empty_bags_} of {self.n_calibration_} calibration bags are empty (counted as every "
+                         "label): they cannot hold their true label, as every guarantee assumes")
+        if self.temperature_ is not None and not (
+                LOG_TEMPERATURE_RANGE[0] + 0.01 < math.log(self.temperature_) < LOG_TEMPERATURE_RANGE[1] - 0.01):
+            notes.append(f"the plausibility's temperature {self.temperature_:.3g} is at the edge of its search: "
+                         "the bags barely inform it")
+        return {"procedure": self.procedure, "score": self.score, "alpha": self.alpha, "quantile": self.quantile_,
+                "temperature": self.temperature_, "calibration_rows": self.n_calibration_,
+                "empty_bags": self.empty_bags_, **self.bounds_, "notes": notes}
 
     def _check_fitted(self):
         if not hasattr(self, "quantile_"):
             raise NotFittedError("ConformalSets is not calibrated: call fit with the calibration rows first")
 
     def p_values(self, X, neighbors=None, candidates=None):
-        """The conformal p-value of every class, shape (n, l): ``(1 + #{i : s_i ≥ s(x, y)}) / (n + 1)``.
+        """The conformal p-value of every class, shape (n, l): ``(1 + t(s(x, y))) / (n + 1)`` (:mod:`pll.conformal`).
 
         Classes outside a row's ``candidates`` get 0.  ``C(x) = {y : p(y) > α}``
-        in exact arithmetic, with α read as in :func:`quantile_rank` (a float
+        in exact arithmetic, with α read as the decimal it prints as (a float
         comparison can differ where ``p(y)`` equals α, e.g. 1/3).
         """
         return self._p_values(*self._nonconformity(X, neighbors, candidates))
@@ -265,13 +486,12 @@ class ConformalSets(BaseEstimator):
         self._check_fitted()
         values = conformity(self.method, X, neighbors)
         cand = self._candidates(candidates, values.shape[0])
-        return np.where(cand, 1.0 - values, np.inf), cand
+        return np.where(cand, nonconformity(values, self.score), np.inf), cand
 
     def _p_values(self, s, cand):
-        """``(1 + #{i : s_i ≥ s}) / (n + 1)`` where ``cand``, else 0."""
-        n = self.calibration_scores_.size
-        at_least = n - np.searchsorted(self.calibration_scores_, s, side="left")
-        return np.where(cand, (1.0 + at_least) / (n + 1.0), 0.0)
+        """``(1 + t(s)) / (n + 1)`` where ``cand``, else 0."""
+        at_least = self._tail[np.searchsorted(self._scores, s, side="left")]
+        return np.where(cand, (1.0 + at_least) / (self.n_calibration_ + 1.0), 0.0)
 
     def _candidates(self, candidates, n):
         if candidates is None:

@@ -14,14 +14,19 @@ from sklearn.linear_model import LogisticRegression
 import pll
 from pll.conformal import (
     ConformalSets,
-    calibration_scores,
+    bag_hit_rate,
+    calibration_weights,
     conformal_quantile,
     conformity,
-    quantile_rank,
+    fit_temperature,
+    min_calibration_rows,
+    nonconformity,
+    plausibility,
     set_report,
+    weighted_quantile,
 )
-from pll.errors import InvalidParameterError, NotFittedError, PllError
-from pll.noise import uniform
+from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError, PllError
+from pll.noise import remove_true_label, uniform
 from tests.oracles import loop_pl_aknn, nearest
 
 # --- the finite-sample quantile ----------------------------------------------------------------
@@ -39,8 +44,16 @@ from tests.oracles import loop_pl_aknn, nearest
         (0, 0.3, 1),
     ],
 )
-def test_quantile_rank_is_the_ceiling_of_n_plus_one_times_one_minus_alpha(n, alpha, rank):
-    assert quantile_rank(n, alpha) == rank
+def test_the_quantile_is_the_score_of_rank_ceil_n_plus_one_times_one_minus_alpha(n, alpha, rank):
+    scores = np.arange(1.0, n + 1)[::-1]  # the k-th smallest is k
+    assert conformal_quantile(scores, alpha) == (rank if rank <= n else math.inf)
+
+
+@pytest.mark.parametrize(("alpha", "rows"), [(0.1, 9), (0.2, 4), (0.05, 19), (0.3, 3), (0.5, 1), (0.15, 6)])
+def test_min_calibration_rows_is_the_first_n_with_a_finite_quantile(alpha, rows):
+    assert min_calibration_rows(alpha) == rows
+    assert conformal_quantile(np.ones(rows), alpha) == 1.0
+    assert conformal_quantile(np.ones(rows - 1), alpha) == math.inf
 
 
 def test_conformal_quantile_on_hand_cases():
@@ -53,13 +66,57 @@ def test_conformal_quantile_on_hand_cases():
     assert conformal_quantile([], 0.5) == math.inf
 
 
-def test_calibration_scores_take_the_least_or_most_conforming_candidate():
+def test_weighted_quantile_counts_each_row_by_its_weights():
+    # Two rows, half their weight on each of two scores: t(0.2) = 2, t(0.4) = 1.5, t(0.6) = 1, t(0.8) = 0.5.
+    scores = np.array([[0.2, 0.6], [0.4, 0.8]])
+    weights = np.full((2, 2), 0.5)
+    assert weighted_quantile(scores, weights, 0.4) == 0.8  # need t > 3 · 0.4 − 1 = 0.2
+    assert weighted_quantile(scores, weights, 0.5) == 0.6  # need t > 0.5: 0.8's half a row is not enough
+    assert weighted_quantile(scores, weights, 0.7) == 0.4  # need t > 1.1
+    assert weighted_quantile(scores, weights, 0.9) == 0.2  # need t > 1.7
+    point = np.array([[1.0, 0.0], [0.0, 1.0]])  # a point mass per row is split conformal on the picked scores
+    assert weighted_quantile(scores, point, 0.5) == conformal_quantile([0.2, 0.8], 0.5)
+
+
+def test_scores_from_conformity():
+    conf = np.array([[0.8, 0.4, 0.4, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(nonconformity(conf, "own"), 1 - conf)
+    np.testing.assert_allclose(nonconformity(conf, "probability"), [[0.5, 0.75, 0.75, 1.0], [0.75] * 4])
+    # Cumulative: the normalised mass of the classes at least as conforming; ties share the larger sum.
+    np.testing.assert_allclose(nonconformity(conf, "cumulative"), [[0.5, 1.0, 1.0, 1.0], [1.0] * 4])
+    with pytest.raises(InvalidParameterError, match="unknown score 'rank'"):
+        nonconformity(conf, "rank")
+
+
+def test_calibration_weights_of_each_procedure():
     conf = np.array([[0.7, 0.2, 0.1], [0.1, 0.5, 0.4], [0.3, 0.3, 0.4]])
+    scores = 1 - conf
     bags = np.array([[1, 1, 0], [0, 1, 0], [0, 0, 0]], dtype=bool)  # the last bag is empty: every label
-    np.testing.assert_allclose(calibration_scores(conf, bags, "max"), [0.8, 0.5, 0.7])
-    np.testing.assert_allclose(calibration_scores(conf, bags, "min"), [0.3, 0.5, 0.6])
-    with pytest.raises(InvalidParameterError, match="variant"):
-        calibration_scores(conf, bags, "mean")
+    worst, t = calibration_weights(scores, conf, bags, "conservative")
+    np.testing.assert_array_equal(worst, [[0, 1, 0], [0, 1, 0], [1, 0, 0]])
+    assert t is None
+    best, _ = calibration_weights(scores, conf, bags, "min")
+    np.testing.assert_array_equal(best, [[1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    w, t = calibration_weights(scores, conf, bags, "monte_carlo")
+    np.testing.assert_allclose(w, plausibility(conf, bags, t))
+    np.testing.assert_allclose(w.sum(axis=1), 1.0)
+    assert (w[~np.where(bags.any(axis=1, keepdims=True), bags, True)] == 0).all()
+    # π ∝ c^{1/T} on the bag: row 0 at T = 1 is 0.7 : 0.2.
+    np.testing.assert_allclose(plausibility(conf[:1], bags[:1], 1.0), [[7 / 9, 2 / 9, 0.0]])
+    with pytest.raises(InvalidParameterError, match="unknown procedure 'max'"):
+        calibration_weights(scores, conf, bags, "max")
+
+
+def test_the_temperature_recovers_the_one_that_drew_the_labels():
+    # Labels drawn from c^{1/T} normalised, bags = label + uniform distractors (they say nothing about the label):
+    # the bags' likelihood is maximal near the true T.
+    rng = np.random.default_rng(0)
+    conf = rng.random((4000, 5))
+    for true_t in (0.25, 1.0):
+        p = plausibility(conf, np.ones_like(conf, dtype=bool), true_t)
+        y = (rng.random((4000, 1)) > p.cumsum(axis=1)).sum(axis=1)
+        bags = uniform(y, 5, p=0.6, r=1, random_state=1)
+        assert fit_temperature(conf, bags) == pytest.approx(true_t, rel=0.15)
 
 
 # --- sets, p-values and the reject option on a fixed model -------------------------------------
@@ -80,8 +137,8 @@ def test_sets_p_values_and_reject_option_on_a_hand_case():
     table = [[0.9, 0.1, 0.0], [0.6, 0.4, 0.0], [0.2, 0.3, 0.5], [0.05, 0.9, 0.05]]
     model = Fixed(table)
     # Calibration rows 0..3 with bags holding: {0}, {0, 1}, {2}, {1}: scores 0.1, 0.6, 0.5, 0.1.
-    cal = ConformalSets(model, alpha=0.2).fit([[0], [1], [2], [3]], [{0}, {0, 1}, {2}, {1}])
-    np.testing.assert_allclose(cal.calibration_scores_, [0.1, 0.1, 0.5, 0.6])
+    cal = ConformalSets(model, alpha=0.2, procedure="conservative", score="own")
+    cal.fit([[0], [1], [2], [3]], [{0}, {0, 1}, {2}, {1}])
     assert cal.quantile_ == 0.6  # rank ceil(5 · 0.8) = 4
     sets = cal.predict_sets([[0], [1], [2]])
     np.testing.assert_array_equal(sets, [[1, 0, 0], [1, 1, 0], [0, 0, 1]])
@@ -100,13 +157,25 @@ def test_sets_p_values_and_reject_option_on_a_hand_case():
     assert r.accept.tolist() == [True, False] and r.score[0] == 1.0
 
 
-def test_an_empty_set_is_a_rejection_and_too_few_rows_give_every_label():
+def test_an_empty_set_is_a_rejection():
     model = Fixed([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
-    tight = ConformalSets(model, alpha=0.5).fit([[0], [0], [0]], [{0}, {0}, {0}])  # q̂ = 0
+    tight = ConformalSets(model, alpha=0.5, score="own").fit([[0], [0], [0]], [{0}, {0}, {0}])  # q̂ = 0
     r = tight.predict_with_reject([[1], [0]])
     assert r.sets[0].sum() == 0 and not r.accept[0] and r.accept[1]
-    loose = ConformalSets(model, alpha=0.1).fit([[0], [2]], [{0}, {1}])  # rank 3 of 2: q̂ = ∞
-    assert loose.quantile_ == math.inf and loose.predict_sets([[0], [1]]).all()
+    assert r.reason.tolist() == ["no_support", "none"]
+
+
+def test_refuses_too_few_calibration_rows_and_bags_without_candidates():
+    model = Fixed([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+    with pytest.raises(InvalidDataError, match=r"^8 calibration rows are too few for conformal sets at alpha=0.1: "
+                       r"it needs at least 9; with fewer every set would hold every label"):
+        ConformalSets(model, alpha=0.1).fit([[0]] * 8, [{0}] * 8)
+    with pytest.raises(InvalidDataError, match="none of the 4 calibration rows has a candidate label"):
+        ConformalSets(model, alpha=0.5).fit([[0]] * 4, np.zeros((4, 2), dtype=bool))
+    sets = ConformalSets(model, alpha=0.1)
+    with pytest.raises(InvalidDataError):
+        sets.fit([[0]] * 8, [{0}] * 8)
+    assert not hasattr(sets, "quantile_")  # nothing half-written
 
 
 @settings(max_examples=80, deadline=None)
@@ -121,7 +190,12 @@ def test_sets_are_the_labels_whose_p_value_exceeds_alpha(n_cal, l, alpha, seed):
     table = rng.integers(0, 5, size=(n_cal + 10, l)) / 4.0  # coarse values: many ties
     model = Fixed(table)
     bags = rng.random((n_cal, l)) < 0.4
-    cal = ConformalSets(model, alpha=alpha).fit(np.arange(n_cal)[:, None], bags)
+    cal = ConformalSets(model, alpha=alpha, procedure="conservative", score="own")
+    if n_cal < min_calibration_rows(alpha) or not bags.any():
+        with pytest.raises(InvalidDataError):
+            cal.fit(np.arange(n_cal)[:, None], bags)
+        return
+    cal.fit(np.arange(n_cal)[:, None], bags)
     queries = np.arange(n_cal, n_cal + 10)[:, None]
     # p > α in exact arithmetic (α read as the decimal it prints as): floats round 1/3 > 0.3333333333333333 away.
     counts = np.rint(cal.p_values(queries) * (n_cal + 1)).astype(int)
@@ -139,6 +213,9 @@ def test_refuses_an_unfitted_method_and_bad_alpha():
     for alpha in (0.0, 1.0, -0.1, "0.1"):
         with pytest.raises(PllError, match="alpha"):
             ConformalSets(model, alpha=alpha).fit([[0]], [{0}])
+    for name in ("procedure", "score"):
+        with pytest.raises(InvalidParameterError, match=name):
+            ConformalSets(model, alpha=0.5, **{name: "max"}).fit([[0]], [{0}])
     with pytest.raises(NotFittedError, match="not calibrated"):
         ConformalSets(model).predict_sets([[0]])
 
@@ -177,7 +254,7 @@ def test_conformity_of_each_method_is_its_documented_per_class_score():
 # --- the guarantee, over many seeds ------------------------------------------------------------
 
 
-def _coverage_over_seeds(make_method, alpha, n_seeds, bags_of, variant="max", n=900):
+def _coverage_over_seeds(make_method, alpha, n_seeds, bags_of, procedure="conservative", n=900):
     """Empirical coverage of the true label on fresh test rows, one split per seed."""
     coverages, sizes = [], []
     for seed in range(n_seeds):
@@ -186,7 +263,7 @@ def _coverage_over_seeds(make_method, alpha, n_seeds, bags_of, variant="max", n=
         fit, cal, test = np.split(np.random.default_rng(seed).permutation(n), [n // 3, 2 * n // 3])
         method = make_method()
         method = method.fit(X[fit], S[fit] if isinstance(method, pll.methods.NeighborMethod) else y[fit])
-        sets = ConformalSets(method, alpha=alpha, variant=variant).fit(X[cal], S[cal]).predict_sets(X[test])
+        sets = ConformalSets(method, alpha=alpha, procedure=procedure).fit(X[cal], S[cal]).predict_sets(X[test])
         report = set_report(sets, y[test])
         coverages.append(report["coverage"])
         sizes.append(report["mean_set_size"])
@@ -205,7 +282,7 @@ def _noisy(p):
     lambda: pll.PlAknn(max_neighbors=30),
 ], ids=["pl_knn", "dst_pll", "pl_aknn"])
 @pytest.mark.parametrize(("alpha", "p"), [(0.1, 0.05), (0.2, 0.1)])
-def test_coverage_of_noisy_bags_that_keep_the_true_label_is_at_least_one_minus_alpha(make_method, alpha, p):
+def test_conservative_coverage_of_bags_that_keep_the_true_label_is_at_least_one_minus_alpha(make_method, alpha, p):
     # Noise below α keeps q̂ below 1, so the sets are informative and the coverage is not trivially 1
     # (with more than α of the bags holding an implausible label every set becomes every class).
     mean, se, size = _coverage_over_seeds(make_method, alpha, 40, _noisy(p))
@@ -214,19 +291,109 @@ def test_coverage_of_noisy_bags_that_keep_the_true_label_is_at_least_one_minus_a
 
 
 def test_with_singleton_bags_and_tie_free_scores_coverage_is_not_far_above_one_minus_alpha():
-    # Exchangeable, continuous scores: 1 − α ≤ coverage ≤ 1 − α + 1/(n_cal + 1) in expectation.
+    # Exchangeable, continuous scores: 1 − α ≤ coverage ≤ 1 − α + 1/(n_cal + 1) in expectation; with one
+    # candidate per bag every procedure is split conformal prediction, the default one included.
     alpha, n = 0.1, 900
     mean, se, _ = _coverage_over_seeds(
-        lambda: LogisticRegression(max_iter=500), alpha, 60, lambda y, seed: np.eye(4, dtype=bool)[y], n=n
+        lambda: LogisticRegression(max_iter=500), alpha, 60, lambda y, seed: np.eye(4, dtype=bool)[y],
+        procedure="monte_carlo", n=n,
     )
     assert 1 - alpha - 3 * se <= mean <= 1 - alpha + 1 / (n // 3 + 1) + 3 * se
 
 
-def test_the_min_variant_covers_less_than_the_guaranteed_one_on_wide_bags():
-    wide = lambda y, seed: uniform(y, 4, p=1.0, r=2, random_state=seed)  # noqa: E731
-    guaranteed, _, _ = _coverage_over_seeds(lambda: pll.PlKnn(n_neighbors=10), 0.1, 20, wide)
-    optimistic, _, _ = _coverage_over_seeds(lambda: pll.PlKnn(n_neighbors=10), 0.1, 20, wide, variant="min")
-    assert optimistic < guaranteed
+# A world whose model is right: row i's label is drawn from its conformity row c_i sharpened at temperature
+# TRUE_T, so the plausibility π ∝ c^{1/T} on the bag is the label's distribution given the row and its bag
+# whenever the bag says nothing about which of its candidates is true.  Rows of X index the table.
+L, TRUE_T, N_CAL, N_TEST = 5, 0.5, 400, 2000
+
+
+def _world(seed, bags):
+    """Conformity table, true labels and bags (``bags``: the bag process) of N_CAL + N_TEST rows."""
+    rng = np.random.default_rng(seed)
+    conf = rng.random((N_CAL + N_TEST, L)) ** 2
+    p = plausibility(conf, np.ones_like(conf, dtype=bool), TRUE_T)
+    y = (rng.random((p.shape[0], 1)) > p.cumsum(axis=1)).sum(axis=1)
+    return conf, y, bags(conf, y, seed)
+
+
+def _uniform_bags(conf, y, seed, p=0.6):
+    """A random wrong label joins a share ``p`` of the bags: the bag does not tell which candidate is true."""
+    return uniform(y, L, p=p, r=1, random_state=seed)
+
+
+def _few_distractors(conf, y, seed):
+    """Wrong labels in 5 % of the bags only: fewer than α, so that conservative sets stay informative."""
+    return _uniform_bags(conf, y, seed, p=0.05)
+
+
+def _favourite_distractor(conf, y, seed):
+    """Every bag gets the wrong label the model likes best: a bag {a, b} now tells which of a, b is true."""
+    S = np.eye(L, dtype=bool)[y]
+    wrong = np.where(S, -np.inf, conf)
+    S[np.arange(y.size), wrong.argmax(axis=1)] = True
+    return S
+
+
+def _favourite_instead_of_truth(conf, y, seed):
+    """One-label bags, but 40 % of the rows whose true label is not the model's favourite hold the favourite instead."""
+    favourite = conf.argmax(axis=1)
+    swap = (favourite != y) & (np.random.default_rng([seed, 1]).random(y.size) < 0.4)
+    return np.eye(L, dtype=bool)[np.where(swap, favourite, y)]
+
+
+def _world_coverage(bags, procedure, alpha=0.1, n_seeds=60):
+    """Mean coverage of the true label over seeds, its standard error, and the mean set size."""
+    coverages, sizes = [], []
+    for seed in range(n_seeds):
+        conf, y, S = _world(seed, bags)
+        sets = ConformalSets(Fixed(conf), alpha=alpha, procedure=procedure)
+        sets.fit(np.arange(N_CAL)[:, None], S[:N_CAL])
+        report = set_report(sets.predict_sets(np.arange(N_CAL, N_CAL + N_TEST)[:, None]), y[N_CAL:])
+        coverages.append(report["coverage"])
+        sizes.append(report["mean_set_size"])
+    c = np.asarray(coverages)
+    return c.mean(), c.std(ddof=1) / np.sqrt(c.size), float(np.mean(sizes))
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.2])
+def test_monte_carlo_covers_the_true_label_when_its_plausibility_is_right(alpha):
+    mean, se, size = _world_coverage(_uniform_bags, "monte_carlo", alpha)
+    assert 1 - alpha - 3 * se <= mean <= 1 - alpha + 0.02  # near 1 − α, not above it by accident
+    _, _, conservative = _world_coverage(_uniform_bags, "conservative", alpha, n_seeds=5)
+    assert size < conservative - 0.5
+
+
+def test_monte_carlo_under_covers_when_the_bag_tells_which_candidate_is_true():
+    mean, se, _ = _world_coverage(_favourite_distractor, "monte_carlo")
+    assert mean < 0.9 - 3 * se
+    guaranteed, g_se, _ = _world_coverage(_favourite_distractor, "conservative", n_seeds=20)
+    assert guaranteed >= 0.9 - 3 * g_se  # the bags still hold their true label: conservative keeps its guarantee
+
+
+def test_conservative_covers_any_bags_that_hold_the_true_label_and_fails_when_they_do_not():
+    mean, se, size = _world_coverage(_few_distractors, "conservative", n_seeds=30)
+    assert mean >= 0.9 - 3 * se and size < L - 1  # informative sets, and still covering
+    mean, se, _ = _world_coverage(_favourite_instead_of_truth, "conservative", n_seeds=30)
+    assert mean < 0.9 - 3 * se
+
+
+def test_min_has_no_guarantee_it_under_covers_bags_with_a_distractor():
+    mean, se, _ = _world_coverage(_uniform_bags, "min", n_seeds=30)
+    assert mean < 0.9 - 3 * se
+
+
+def test_label_free_bounds_bracket_the_calibration_coverage_and_bags_bound_the_test_coverage():
+    conf, y, S = _world(0, _uniform_bags)
+    sets = ConformalSets(Fixed(conf), alpha=0.1).fit(np.arange(N_CAL)[:, None], S[:N_CAL])
+    cal = set_report(sets.predict_sets(np.arange(N_CAL)[:, None]), y[:N_CAL])["coverage"]
+    assert sets.bounds_["coverage_if_worst"] <= cal <= sets.bounds_["coverage_if_best"]
+    test = sets.predict_sets(np.arange(N_CAL, N_CAL + N_TEST)[:, None])
+    assert set_report(test, y[N_CAL:])["coverage"] <= bag_hit_rate(test, S[N_CAL:])
+    assert bag_hit_rate([[1, 0], [0, 1], [0, 0]], [[1, 0], [1, 0], [0, 0]]) == pytest.approx(1 / 3)
+    report = sets.calibration_report()
+    assert report["temperature"] == pytest.approx(TRUE_T, rel=0.5)
+    assert report["coverage_if_best"] - report["coverage_if_worst"] > 0.1
+    assert any(note.startswith("bounds are wide") for note in report["notes"])
 
 
 def test_set_report_counts_sizes_and_per_class_coverage():
