@@ -9,9 +9,11 @@ search on shards merges into exactly the result of exact search on the whole.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ..progress import blocks, track
-from .screening import screening_queries, screening_rows, smallest
+from .distinct import DistinctRows
+from .screening import TILE_ROWS, Screen, rounding_gamma, smallest
 
 # Bytes of scratch memory a block of queries may use (candidate differences, distance rows).
 _BLOCK_BYTES = 64 * 2**20
@@ -80,15 +82,8 @@ def rerank(X_train, Q, candidates, k, *, exclude=None):
 
 def rounding_bound(sq_query, sq_max, d, *dtypes):
     """Bound on how far a squared distance expanded as |q|^2 + |x|^2 - 2 q.x in the coarsest of ``dtypes``
-    can be from the float64 squared distance of :func:`pair_distances`.
-
-    Dot products and sums of d terms err by at most gamma_n (|q| + |x|)^2 with
-    gamma_n = n u / (1 - n u) and u the unit roundoff; a few more terms cover
-    the final additions, a square root and the float64 reference itself.
-    """
-    u = max(np.finfo(t).eps for t in dtypes) / 2
-    n = d + 8
-    return 4 * n * u / (1 - n * u) * (np.sqrt(sq_query) + np.sqrt(sq_max)) ** 2
+    can be from the float64 squared distance of :func:`pair_distances` (:func:`~pll.neighbors.screening.rounding_gamma`)."""
+    return rounding_gamma(d, *dtypes) * (np.sqrt(sq_query) + np.sqrt(sq_max)) ** 2
 
 
 def nearest_among(X_train, members, Q, exclude):
@@ -107,6 +102,12 @@ def nearest_among(X_train, members, Q, exclude):
 class ExactIndex:
     """Brute-force search over ``X_train``: float32 BLAS screening, certified and reranked in float64.
 
+    Identical training rows are searched once (:class:`~pll.neighbors.distinct.DistinctRows`)
+    and expanded in index order at the end.  Integer rows and queries are
+    screened exactly where float32 holds every partial sum
+    (:class:`~pll.neighbors.screening.Screen`): their ties are then certain
+    without a float64 recomputation.
+
     Parameters
     ----------
     X_train : array of shape (n_train, d)
@@ -117,8 +118,10 @@ class ExactIndex:
 
     def __init__(self, X_train, k=None):
         self.X_train = X_train
-        self._center = X_train.mean(axis=0, dtype=np.float64) if X_train.shape[0] else 0.0
-        self._screen, self._screen_sq_max = screening_rows(X_train, self._center)
+        self.distinct = DistinctRows(X_train)
+        self._rows = X_train if self.distinct.all_distinct else X_train[self.distinct.first]
+        self._screen = Screen(self._rows, np.float32)
+        self._screen64 = None
 
     def search(self, Q, k, exclude=None):
         """Indices and float64 distances of the ``k`` nearest training rows of each row of ``Q``.
@@ -141,52 +144,148 @@ class ExactIndex:
 
         Notes
         -----
-        The float32 screening of :mod:`pll.neighbors.screening` proposes
-        ``k + 8`` candidates.  A query is certified when its last candidate
-        lies beyond the k-th by more than twice the rounding bound, so no
-        row left out can belong to the top k; any other query (many ties,
-        duplicates) is searched again over all rows within that bound.
+        The float32 screening proposes the ``k + 8`` distinct rows of smallest
+        screening value, and their float64 distances bound the k-th distance
+        from above.  A query whose last proposal's screening value lies beyond
+        that bound plus the rounding (:meth:`Screen.bar`) is certified: no
+        row left out can belong to its top k.  Any other query (a crowd of
+        near-equal distances at the k-th place) is screened again over every
+        distinct row, in float64 unless its float32 values are exact, and keeps
+        every row up to that bar.  The rows kept are expanded into training
+        rows by (distance, index).
         """
+        distinct, screen = self.distinct, self._screen
         n_train, d = self.X_train.shape
         n_query = Q.shape[0]
         exclude = np.full(n_query, -1, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
         kk = min(k, n_train)
-        width = min(n_train, kk + _SLACK + 1)
+        width = min(distinct.n_distinct, kk + _SLACK + 1)
         indices = np.full((n_query, k), -1, dtype=np.int64)
         distances = np.full((n_query, k), np.inf)
         step = max(1, _BLOCK_BYTES // (8 * width * max(d, 1)))
         for rows in track(blocks(n_query, step), "exact search"):
             Qb, ex = Q[rows], exclude[rows]
-            B, sq_q = screening_queries(Qb, self._center)
-            approx, cand = smallest(self._screen, B, width, ex)
-            idx, dist = rerank(self.X_train, Qb, cand, kk, exclude=ex)
-            if width < n_train:
-                margin = 2 * rounding_bound(sq_q, self._screen_sq_max, d, np.float32)
-                unsure = np.flatnonzero(~(approx[:, -1] > approx[:, kk - 1] + margin))
+            skip = distinct.excluded(ex)
+            B, sq_q, gamma = screen.queries(Qb)
+            values, cand = smallest(screen.rows, B, width, skip)
+            dist = self._distances(Qb, sq_q, gamma, cand, values)
+            if width < distinct.n_distinct:
+                bar = screen.bar(self._kth(cand, dist, ex, kk), sq_q, gamma)
+                unsure = np.flatnonzero(~(values[:, -1] > bar))
                 if unsure.size:
-                    idx[unsure], dist[unsure] = self._search_all(Qb[unsure], kk, ex[unsure])
-            indices[rows, :kk], distances[rows, :kk] = idx, dist
+                    cand, dist = self._rescreen(Qb, ex, kk, unsure, cand, dist, gamma == 0.0)
+            order = np.lexsort((cand, dist), axis=1)
+            _expand(np.take_along_axis(cand, order, 1), np.take_along_axis(dist, order, 1), distinct.offsets,
+                    distinct.members, ex, indices[rows], distances[rows])
         return indices, distances
 
-    def _search_all(self, Q, k, exclude):
-        """Exact top-k of queries whose k-th place is crowded: every row within the rounding bound is reranked."""
-        X = self.X_train
-        d = X.shape[1]
-        sq_train = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-        sq_max = float(sq_train.max())
-        indices = np.empty((Q.shape[0], k), dtype=np.int64)
-        distances = np.empty((Q.shape[0], k))
-        for i in range(Q.shape[0]):
-            q = Q[i : i + 1]
-            sq_q = float(np.einsum("ij,ij->", q, q, dtype=np.float64))
-            d2 = sq_train - 2.0 * (X @ q[0]).astype(np.float64) + sq_q
-            if exclude[i] >= 0:
-                d2[exclude[i]] = np.inf
-            kth = np.partition(d2, k - 1)[k - 1]
-            near = np.flatnonzero(d2 <= kth + 2 * rounding_bound(sq_q, sq_max, d, Q.dtype, X.dtype))
-            idx, dist = rerank(X, q, near[None], k)
-            indices[i], distances[i] = idx[0], dist[0]
-        return indices, distances
+    def _kth(self, cand, dist, exclude, k):
+        """Per query: the float64 distance at which the proposals' training rows (less its own) reach ``k``."""
+        distinct = self.distinct
+        order = np.argsort(dist, axis=1, kind="stable")
+        cand, dist = np.take_along_axis(cand, order, 1), np.take_along_axis(dist, order, 1)
+        counts = np.where(cand >= 0, distinct.counts[np.maximum(cand, 0)], 0)
+        own = distinct.of_row[np.maximum(exclude, 0)]
+        counts -= (cand >= 0) & (exclude[:, None] >= 0) & (cand == own[:, None])
+        total = np.cumsum(counts, axis=1)
+        at = np.argmax(total >= np.minimum(k, total[:, -1])[:, None], axis=1)
+        return dist[np.arange(dist.shape[0]), at]
+
+    def _rescreen(self, Q, exclude, k, unsure, cand, dist, exact):
+        """Replace the proposals of the ``unsure`` queries by every distinct row up to their bar.
+
+        Queries whose float32 values are ``exact`` are screened again in
+        float32, the others in float64, whose rounding is tight enough to
+        separate near-ties that float32 cannot.
+        """
+        kth = self._kth(cand[unsure], dist[unsure], exclude[unsure], k)
+        skip = self.distinct.excluded(exclude[unsure])
+        found = []
+        for in64 in (False, True):
+            part = unsure[exact[unsure] != in64]
+            if part.size:
+                if in64 and self._screen64 is None:
+                    self._screen64 = Screen(self._rows, np.float64)
+                screen = self._screen64 if in64 else self._screen
+                B, sq_q, gamma = screen.queries(Q[part])
+                where = exact[unsure] != in64
+                c, v = _up_to(screen.rows, B, screen.bar(kth[where], sq_q, gamma), skip[where])
+                found.append((part, c, self._distances(Q[part], sq_q, gamma, c, v)))
+        width = max(cand.shape[1], *(c.shape[1] for _, c, _ in found))
+        cand = np.pad(cand, ((0, 0), (0, width - cand.shape[1])), constant_values=-1)
+        dist = np.pad(dist, ((0, 0), (0, width - dist.shape[1])), constant_values=np.inf)
+        for part, c, v in found:
+            cand[part], dist[part] = -1, np.inf
+            cand[part, : c.shape[1]], dist[part, : c.shape[1]] = c, v
+        return cand, dist
+
+    def _distances(self, Q, sq_q, gamma, cand, values):
+        """Float64 distances of distinct candidates: from exact screening values, else :func:`pair_distances`."""
+        exact = gamma == 0.0
+        dist = np.empty(cand.shape)
+        dist[exact] = np.sqrt(np.maximum(values[exact].astype(np.float64) + sq_q[exact, None], 0.0))
+        dist[exact[:, None] & (cand < 0)] = np.inf
+        if not exact.all():
+            dist[~exact] = pair_distances(self._rows, Q[~exact], cand[~exact])
+        return dist
+
+
+def _up_to(rows, B, bar, skip):
+    """Every row whose screening value is at most ``bar`` (per query), but ``skip``, and that value.
+
+    Returns candidates padded with -1 to the longest list, shape (n_queries,
+    width), and their values (inf in the padding).
+    """
+    found_q, found_u, found_v = [], [], []
+    for lo in range(0, rows.shape[0], TILE_ROWS):
+        values = B @ rows[lo : lo + TILE_ROWS].T
+        q, u = np.nonzero(values <= bar[:, None])
+        keep = u + lo != skip[q]
+        q, u = q[keep], u[keep]
+        found_q.append(q), found_u.append(u + lo), found_v.append(values[q, u])
+    q, u, v = (np.concatenate(found) for found in (found_q, found_u, found_v))
+    order = np.argsort(q, kind="stable")
+    q, u, v = q[order], u[order], v[order]
+    sizes = np.bincount(q, minlength=B.shape[0])
+    slot = np.arange(q.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    cand = np.full((B.shape[0], max(int(sizes.max(initial=0)), 1)), -1, dtype=np.int64)
+    values = np.full(cand.shape, np.inf, dtype=rows.dtype)
+    cand[q, slot], values[q, slot] = u, v
+    return cand, values
+
+
+@njit(cache=True, nogil=True)
+def _expand(cand, dist, offsets, members, exclude, indices, distances):
+    """Fill each query's ``indices``/``distances`` from distinct rows sorted by (distance, number).
+
+    Distinct rows at one distance are expanded together, their training rows
+    in index order; the query's excluded row is skipped.  Rows left unfilled
+    keep -1 and inf.
+    """
+    n_query, width = cand.shape
+    k = indices.shape[1]
+    for i in range(n_query):
+        filled, j = 0, 0
+        while filled < k and j < width and cand[i, j] >= 0:
+            stop = j + 1
+            while stop < width and cand[i, stop] >= 0 and dist[i, stop] == dist[i, j]:
+                stop += 1
+            if stop - j == 1:
+                tied = members[offsets[cand[i, j]] : offsets[cand[i, j] + 1]]
+            else:
+                tied = np.empty(sum([offsets[u + 1] - offsets[u] for u in cand[i, j:stop]]), dtype=np.int64)
+                at = 0
+                for u in cand[i, j:stop]:
+                    tied[at : at + offsets[u + 1] - offsets[u]] = members[offsets[u] : offsets[u + 1]]
+                    at += offsets[u + 1] - offsets[u]
+                tied.sort()
+            for row in tied:
+                if row != exclude[i]:
+                    indices[i, filled], distances[i, filled] = row, dist[i, j]
+                    filled += 1
+                    if filled == k:
+                        break
+            j = stop
 
 
 def exact_kneighbors(X_train, X_query, k, *, exclude=None):

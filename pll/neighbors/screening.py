@@ -34,6 +34,87 @@ def screening_queries(Q, center):
     return np.hstack([-2.0 * centered, np.ones((centered.shape[0], 1))]).astype(np.float32), sq
 
 
+def rounding_gamma(d, *dtypes):
+    """``g`` such that a squared distance expanded as |q|^2 + |x|^2 - 2 q.x in the coarsest of ``dtypes`` lies
+    within ``g (|q| + |x|)^2`` of the float64 squared distance of :func:`~pll.neighbors.exact.pair_distances`.
+
+    Dot products and sums of d terms err by at most gamma_n (|q| + |x|)^2 with
+    gamma_n = n u / (1 - n u) and u the unit roundoff; a few more terms cover
+    the final additions, a square root and the float64 reference itself.
+    """
+    u = max(np.finfo(t).eps for t in dtypes) / 2
+    n = d + 8
+    return 4 * n * u / (1 - n * u)
+
+
+def integral_rows(X):
+    """Rows whose values are all whole numbers, bool array of shape (n,)."""
+    return (np.asarray(X) == np.round(X)).all(axis=1)
+
+
+class Screen:
+    """Screening rows of ``X`` in ``dtype`` and the bound that certifies a search over them.
+
+    With ``x`` and ``q`` centered, ``t = |x - q|^2 - |q|^2`` (from the float64
+    distance of :func:`~pll.neighbors.exact.pair_distances`) and ``s`` the
+    screening value of the row ``[x, (1 - 2h) |x|^2]`` against ``[-2 q, 1]``,
+
+        t >= s - L(q),    L(q) = 2 g |q|^2 + max(2 g - 2h, 0) |x|max^2,
+
+    from ``|s - (t - 2h |x|^2)| <= g (|q| + |x|)^2 <= 2 g (|q|^2 + |x|^2)``
+    (:func:`rounding_gamma`).  Rows are shrunk (``h = g``) so that ``L`` does
+    not grow with the largest row: a few rows of huge norm (a density
+    transform divided by a zero distance) leave the bound of every query as
+    tight as its own norm allows.  Integer rows are centered on an integer
+    point and not shrunk: against an integer query whose every partial sum
+    stays within the mantissa the values are exact (``g = 0``, in any order of
+    summation), so ties among them are certain without a float64 recomputation.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+    dtype : {np.float32, np.float64}
+
+    Attributes
+    ----------
+    rows : array of shape (n, d + 1), ``dtype``
+    sq_max : float
+        The largest squared centered norm.
+    center : float64 array of shape (d,)
+    """
+
+    def __init__(self, X, dtype=np.float32):
+        n, d = X.shape
+        self.dtype = np.dtype(dtype)
+        self.integral = bool(integral_rows(X).all())
+        # The median: a few rows of huge norm would pull a mean, and every centered norm with it, far out.
+        center = np.median(X, axis=0).astype(np.float64) if n else np.zeros(d)
+        self.center = np.round(center) if self.integral else center
+        self.gamma = rounding_gamma(d, self.dtype)
+        self.shrink = 0.0 if self.integral else 2 * self.gamma
+        centered = np.asarray(X, dtype=np.float64) - self.center
+        sq = np.einsum("ij,ij->i", centered, centered)
+        self.sq_max = float(sq.max(initial=0.0))
+        self.rows = np.hstack([centered, (1.0 - self.shrink) * sq[:, None]]).astype(self.dtype)
+
+    def queries(self, Q):
+        """Query rows, their squared centered norms (float64), and each query's ``g`` (0 where values are exact)."""
+        centered = np.asarray(Q, dtype=np.float64) - self.center
+        sq_q = np.einsum("ij,ij->i", centered, centered)
+        B = np.hstack([-2.0 * centered, np.ones((centered.shape[0], 1))]).astype(self.dtype)
+        gamma = np.full(sq_q.shape, self.gamma)
+        if self.integral:
+            limit = 2.0 ** (np.finfo(self.dtype).nmant + 1)
+            gamma[integral_rows(Q) & (self.sq_max + 2 * np.sqrt(sq_q * self.sq_max) < limit)] = 0.0
+        return B, sq_q, gamma
+
+    def bar(self, kth, sq_q, gamma):
+        """Per query: the screening value above which a row lies farther than ``kth`` (a float64 distance)."""
+        sq_kth = kth.astype(np.float64) ** 2
+        slack = 8 * np.finfo(np.float64).eps * (sq_kth + sq_q)  # squaring the distance, subtracting |q|^2
+        return sq_kth - sq_q + slack + 2 * gamma * sq_q + np.maximum(2 * gamma - self.shrink, 0.0) * self.sq_max
+
+
 def smallest(A, B, width, exclude):
     """The ``width`` smallest screening values of each query and their training rows, ascending.
 
