@@ -267,7 +267,7 @@ def pipeline(
     except BaseException:
         end_run(tracking_uri, run_id, "FAILED")
         raise
-    _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation)
+    _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs)
     table = evaluation.table
     publish_table(markdown_table(table), f"Metrics of {name} (MLflow run {run_id})")
     logger.info(f"MLflow: parent run {run_id} ({name}), method runs "
@@ -285,10 +285,11 @@ def _with_fit_tags(method_run_tags, outputs):
     return tags
 
 
-def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation):
+def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs):
     """One log line per stage: what it read, searched and predicted (a cached stage runs no code to log it).
 
-    ``knn``: the searches' metrics (:func:`pll.experiment.neighbor_metrics`), whose recall and seconds it reports.
+    ``knn``: the searches' metrics (:func:`pll.experiment.neighbor_metrics`), whose recall and seconds it reports;
+    ``outputs``: the method outputs, whose conformal calibrations it reports (:func:`_conformal_lines`).
     """
     logger.info(f"data: {summary['name']}, {summary['rows']} rows, {summary['features']} features, "
                 f"{summary['classes']} classes, average bag {summary['average_bag_size']:.2f} labels")
@@ -306,3 +307,22 @@ def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation):
         m = o.metrics
         logger.info(f"method {o.name} [{o.option}]: accuracy {m['accuracy']:.3f}, rejects {m['rejection_rate']:.1%}, "
                     f"covered accuracy {m['covered_accuracy']:.3f} ({evaluation.truth})")
+    calibrations = {o.name: o.fit for o in outputs if o.option == "conformal"}
+    for o in evaluation.options:
+        if o.option == "conformal":
+            for line in _conformal_lines(calibrations[o.name], o.metrics):
+                logger.info(f"conformal sets {o.name}: {line}")
+
+
+def _conformal_lines(fit, metrics):
+    """What a run's conformal calibration chose, what its sets cost and cover, and what the bags alone say of them."""
+    temperature = fit["conformal_temperature"]
+    plausibility = "" if temperature is None else f", plausibility temperature {temperature:.3g}"
+    coverage = f", coverage {metrics['coverage']:.3f}" if "coverage" in metrics else ""
+    yield (f"procedure {fit['conformal_procedure']} (score {fit['conformal_score']}{plausibility}), "
+           f"q̂ {fit['conformal_quantile']:.4g} from {fit['conformal_calibration_rows']} calibration rows at alpha "
+           f"{fit['conformal_alpha']}; mean set size {metrics['mean_set_size']:.2f}{coverage}")
+    yield (f"without true labels: calibration coverage {fit['conformal_coverage_if_worst']:.3f} if every bag's worst "
+           f"candidate were true, {fit['conformal_coverage_if_best']:.3f} if its best; "
+           f"{fit['conformal_bag_hit_rate']:.1%} of test sets meet their bag")
+    yield from filter(None, fit["conformal_notes"].split("\n"))

@@ -3,8 +3,10 @@
 Set-up.  A fitted method gives every row ``x`` and class ``y`` a
 *conformity* ``c(x, y)`` in [0, 1] (:func:`conformity`); a *score* turns it
 into a nonconformity ``s(x, y)``, lower = more conforming
-(:data:`SCORES`: ``probability``, ``1 − c`` normalised over the classes, the
-default; ``own``, ``1 − c``; ``cumulative``, APS-style).  Calibration rows
+(:data:`SCORES`: ``probability``, ``1 − c`` normalised over the classes;
+``calibrated``, one minus the plausibility below over all classes; ``own``,
+``1 − c``; ``cumulative``, APS-style; each method's default is the one whose
+sets, calibrated on true labels, are smallest: :data:`DEFAULT_SCORES`).  Calibration rows
 ``(x_i, S_i)``, ``i = 1..n``, have candidate bags ``S_i``, not true labels (an
 empty bag counts as every label).  A *procedure* (:data:`PROCEDURES`) gives
 each calibration row a distribution ``w_i`` over its bag, standing in for
@@ -23,8 +25,9 @@ What each procedure guarantees.  All three assume that the calibration
 rows and a test row are exchangeable (drawn alike, e.g. i.i.d.) and that the
 method was fitted on *other* rows, so that ``s`` is a fixed function as far
 as these rows are concerned (void for a model refitted on the calibration
-rows).  The guarantees are marginal: on average over rows, not per row or
-per class.
+rows; the ``calibrated`` score and the plausibility below take one
+temperature from the calibration bags, a small departure).  The guarantees
+are marginal: on average over rows, not per row or per class.
 
 * ``conservative`` — ``w_i`` is a point mass on the bag's *least* conforming
   candidate (``max`` in Javanmardi et al., arXiv:2306.01191).  **If every bag
@@ -40,8 +43,9 @@ per class.
   pseudo-labels, taken here in the limit of infinitely many draws (exact, no
   sampling noise): ``w_i = π(· | x_i, S_i)``, the *plausibility*
   ``π(y | x, S) ∝ c(x, y)^{1/T}`` on the bag, 0 off it, with one temperature
-  ``T`` fitted by the likelihood of the calibration bags,
-  ``Σ_i log Σ_{y ∈ S_i} π(y | x_i, Θ)`` (:func:`fit_temperature`).  A pseudo-label
+  ``T`` chosen by the likelihood of the calibration bags,
+  ``Σ_i log Σ_{y ∈ S_i} π(y | x_i, Θ)`` (``Θ``: all classes): the flattest that the bags do not
+  reject at 95 % (:func:`fit_temperature`).  A pseudo-label
   ``Y'`` drawn from ``π`` at a test row is covered with probability
   ``≥ 1 − 2α`` (each draw's p-value is valid; an average of valid p-values
   is valid at 2α, Vovk & Wang 2020), in practice close to ``1 − α`` (see the
@@ -51,10 +55,13 @@ per class.
   ``c^{1/T}`` is ``P(y | x)`` and the bag says nothing about which of its
   candidates is true (``P(S | x, y)`` equal for every ``y ∈ S``: uniform
   noise, and class-dependent noise with paired classes, qualify; bags of
-  co-occurring objects, as in msrc-v2, do not, and there the fitted ``π`` is
-  overconfident and coverage falls short).  Neither can be checked without
-  true labels; ``T`` is one parameter fitted on the calibration rows
-  themselves, a small departure from a plausibility fixed in advance.
+  co-occurring objects, as in msrc-v2, do not: the likelihood then favours
+  an overconfident ``π``, which the flattest-``T`` choice only partly
+  offsets, and PL A-kNN's sets there cover 0.69–0.79 at α = 0.2–0.1).
+  Neither can be checked without true labels; what the bags do show is how
+  much rests on ``π`` (the bounds below).  ``T`` is one parameter chosen on
+  the calibration rows themselves, a small departure from a plausibility
+  fixed in advance.
 * ``min`` — a point mass on the bag's *most* conforming candidate: smaller
   sets, **no guarantee** (the true label's score can exceed the bag's
   smallest).  It is what a user who trusts each bag's best candidate would do,
@@ -67,6 +74,14 @@ most conforming one does (``bounds_``).  When that interval is wider than α,
 the bags cannot tell whether ``1 − α`` is met: the procedure's assumption
 carries the rest.  On test rows with bags, the share of sets that meet
 their bag (:func:`bag_hit_rate`) is an upper bound of the coverage.
+
+What the data can check (:meth:`ConformalSets.calibration_report`, one
+note each in a run's log): empty calibration bags, which cannot hold their
+true label as every guarantee assumes; bounds wider than α; an upper bound
+below ``1 − α``, where the bags contradict the procedure's assumption
+outright; a temperature at the edge of its search.  Too few calibration
+rows for α (fewer than ``⌈1/α⌉ − 1``: every set would be every label) and
+calibration rows without a single candidate are refused.
 
 The reject option accepts a row exactly when its set is a single label, and
 scores it by the confidence ``1 − p`` of its second most conforming label.
@@ -83,7 +98,7 @@ from fractions import Fraction
 from numbers import Real
 
 import numpy as np
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -100,15 +115,20 @@ PROCEDURES = {
 }
 SCORES = {
     "probability": "1 − the conformity normalised to sum to one over the classes",
+    "calibrated": "1 − the plausibility over all classes, c^{1/T} normalised, T fitted on the calibration bags",
     "own": "1 − the method's own conformity",
     "cumulative": "APS-style: the normalised conformity of every class at least as conforming, summed",
 }
 DEFAULT_PROCEDURE = "monte_carlo"
+DEFAULT_SCORES = {"DstPll": "probability", "PlKnn": "probability", "PlAknn": "calibrated"}
+"""Each method's score (by class name) with the smallest sets calibrated on true labels over digits, bird-song
+and msrc-v2 at α = 0.1 and 0.2 (geometric mean of the size ratios; ``benchmarks/conformal_sets.py``)."""
 DEFAULT_SCORE = "probability"
-"""The score with the smallest sets calibrated on true labels, for DST-PLL, PL-kNN and PL A-kNN on digits,
-bird-song and msrc-v2 (``benchmarks/conformal_sets.py`` measures it)."""
+"""The score of a method not in :data:`DEFAULT_SCORES`."""
 LOG_TEMPERATURE_RANGE = (-7.0, 4.0)
 """Where the plausibility's ``log T`` is searched: from nearly the argmax (``c^1100``) to nearly flat (``c^0.02``)."""
+LIKELIHOOD_MARGIN = 1.920729410347062
+"""``χ²₁(0.95) / 2``: how far below its maximum the bags' log-likelihood may fall at the temperature chosen."""
 _FLOOR = 1e-12  # a conformity of 0 as a log: keeps classes of zero conformity at nearly no plausibility
 
 
@@ -137,9 +157,10 @@ def conformity(estimator, X, neighbors=None):
     return values
 
 
-def nonconformity(conformity_values, score=DEFAULT_SCORE):
+def nonconformity(conformity_values, score=DEFAULT_SCORE, temperature=None):
     """``s(x, y)`` of every row and class from the conformity, shape (n, l): lower = more conforming (:data:`SCORES`).
 
+    ``calibrated`` needs the plausibility's ``temperature`` (:func:`fit_temperature`).
     ``cumulative`` gives class ``y`` the normalised conformity of every class
     at least as conforming as ``y`` (``y`` and its ties included), so that tied
     classes share a score.
@@ -149,6 +170,8 @@ def nonconformity(conformity_values, score=DEFAULT_SCORE):
     c = np.asarray(conformity_values, dtype=np.float64)
     if score == "own":
         return 1.0 - c
+    if score == "calibrated":
+        return 1.0 - plausibility(c, np.ones_like(c, dtype=bool), temperature)
     c = np.maximum(c, 0.0)
     total = c.sum(axis=1, keepdims=True)
     p = np.divide(c, total, out=np.full_like(c, 1.0 / max(c.shape[1], 1)), where=total > 0)
@@ -189,27 +212,35 @@ def plausibility(conformity_values, bags, temperature):
 
 
 def fit_temperature(conformity_values, bags):
-    """The ``T`` of :func:`plausibility` that makes the calibration bags most likely: max ``Σ_i log Σ_{y ∈ S_i} π_T(y | x_i)``.
+    """The ``T`` of :func:`plausibility`: the flattest the calibration bags do not reject.
 
-    ``π_T(· | x)`` is the plausibility over all classes; the likelihood is the
-    bags' under the assumption that a bag says nothing about which of its
-    candidates is true (:mod:`pll.conformal`).  Searched over
-    :data:`LOG_TEMPERATURE_RANGE`.
+    The bags' log-likelihood ``ℓ(T) = Σ_i log Σ_{y ∈ S_i} π_T(y | x_i)``
+    (``π_T(· | x)`` the plausibility over all classes; the likelihood of the
+    bags if a bag says nothing about which of its candidates is true) is
+    maximised over :data:`LOG_TEMPERATURE_RANGE`; the temperature returned is
+    the upper end of its 95 % likelihood-ratio interval, the largest ``T`` with
+    ``ℓ(T) ≥ max ℓ − χ²₁(0.95)/2``.  A flatter plausibility spreads the
+    calibration labels over more candidates and raises ``q̂``: the hedge
+    against the estimate's uncertainty is largest where the bags say least.
     """
     bags = _as_bags(bags, np.shape(conformity_values))
     logc = _log_conformity(conformity_values)
 
-    def loss(log_t):
+    def loglik(log_t):
         z = logc / math.exp(log_t)
         z -= z.max(axis=1, keepdims=True)
         e = np.exp(z)
-        return -(np.log((e * bags).sum(axis=1)) - np.log(e.sum(axis=1))).mean()
+        return float((np.log((e * bags).sum(axis=1)) - np.log(e.sum(axis=1))).sum())
 
-    return math.exp(minimize_scalar(loss, bounds=LOG_TEMPERATURE_RANGE, method="bounded",
-                                    options={"xatol": 1e-4}).x)
+    low, high = LOG_TEMPERATURE_RANGE
+    best = minimize_scalar(lambda t: -loglik(t), bounds=(low, high), method="bounded", options={"xatol": 1e-4}).x
+    floor = loglik(best) - LIKELIHOOD_MARGIN
+    if loglik(high) >= floor:
+        return math.exp(high)
+    return math.exp(brentq(lambda t: loglik(t) - floor, best, high, xtol=1e-4))
 
 
-def calibration_weights(scores, conformity_values, bags, procedure=DEFAULT_PROCEDURE):
+def calibration_weights(scores, conformity_values, bags, procedure=DEFAULT_PROCEDURE, temperature=None):
     """Each calibration row's distribution ``w_i`` over its bag (:data:`PROCEDURES`), and the temperature it used.
 
     Parameters
@@ -221,6 +252,8 @@ def calibration_weights(scores, conformity_values, bags, procedure=DEFAULT_PROCE
     bags : bool ndarray of shape (n, l)
         An empty bag counts as every label.
     procedure : {"monte_carlo", "conservative", "min"}
+    temperature : float, optional
+        ``monte_carlo``'s plausibility temperature when already fitted (:func:`fit_temperature`).
 
     Returns
     -------
@@ -235,7 +268,7 @@ def calibration_weights(scores, conformity_values, bags, procedure=DEFAULT_PROCE
     scores = np.asarray(scores, dtype=np.float64)
     bags = _as_bags(bags, scores.shape)
     if procedure == "monte_carlo":
-        temperature = fit_temperature(conformity_values, bags)
+        temperature = fit_temperature(conformity_values, bags) if temperature is None else temperature
         return plausibility(conformity_values, bags, temperature), temperature
     pick = (np.where(bags, scores, -np.inf).argmax(axis=1) if procedure == "conservative"
             else np.where(bags, scores, np.inf).argmin(axis=1))
@@ -310,15 +343,18 @@ class ConformalSets(BaseEstimator):
         Miscoverage level in (0, 1).
     procedure : {"monte_carlo", "conservative", "min"}, default="monte_carlo"
         What stands in for the calibration rows' unknown labels (:data:`PROCEDURES`).
-    score : {"probability", "own", "cumulative"}, default="probability"
-        The nonconformity built from the method's conformity (:data:`SCORES`).
+    score : {"probability", "calibrated", "own", "cumulative"} or None, default=None
+        The nonconformity built from the method's conformity (:data:`SCORES`);
+        None: the method's (:data:`DEFAULT_SCORES`).
 
     Attributes
     ----------
     quantile_ : float
         ``q̂``: a label is in a row's set iff its score is at most this.
+    score_ : str
+        The score used.
     temperature_ : float or None
-        The plausibility's ``T`` (``monte_carlo``), else None.
+        The plausibility's ``T`` (``monte_carlo`` or score ``calibrated``), else None.
     bounds_ : dict
         ``coverage_if_worst`` and ``coverage_if_best``: the calibration rows'
         coverage at ``q̂`` if every bag's least (most) conforming candidate
@@ -355,10 +391,10 @@ class ConformalSets(BaseEstimator):
         "method": "no_validation",
         "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
         "procedure": [StrOptions(set(PROCEDURES))],
-        "score": [StrOptions(set(SCORES))],
+        "score": [StrOptions(set(SCORES)), None],
     }
 
-    def __init__(self, method, alpha=0.1, *, procedure=DEFAULT_PROCEDURE, score=DEFAULT_SCORE):
+    def __init__(self, method, alpha=0.1, *, procedure=DEFAULT_PROCEDURE, score=None):
         self.method = method
         self.alpha = alpha
         self.procedure = procedure
@@ -388,12 +424,16 @@ class ConformalSets(BaseEstimator):
         empty = ~bags.any(axis=1)
         if empty.all():
             raise InvalidDataError(f"none of the {n} calibration rows has a candidate label: nothing to calibrate on")
-        scores = nonconformity(values, self.score)
-        weights, temperature = calibration_weights(scores, values, bags, self.procedure)
+        score = DEFAULT_SCORES.get(type(self.method).__name__, DEFAULT_SCORE) if self.score is None else self.score
+        needs_temperature = self.procedure == "monte_carlo" or score == "calibrated"
+        temperature = fit_temperature(values, bags) if needs_temperature else None
+        scores = nonconformity(values, score, temperature)
+        weights, _ = calibration_weights(scores, values, bags, self.procedure, temperature)
         self._scores, _, self._tail, _ = _calibration_tail(scores, weights)
         quantile = weighted_quantile(scores, weights, self.alpha)
         inside = np.where(_as_bags(bags, scores.shape), scores, np.nan)
         self.classes_ = classes
+        self.score_ = score
         self.quantile_ = quantile
         self.temperature_ = temperature
         self.bounds_ = {"coverage_if_worst": float((np.nanmax(inside, axis=1) <= quantile).mean()),
@@ -428,7 +468,7 @@ class ConformalSets(BaseEstimator):
                 LOG_TEMPERATURE_RANGE[0] + 0.01 < math.log(self.temperature_) < LOG_TEMPERATURE_RANGE[1] - 0.01):
             notes.append(f"the plausibility's temperature {self.temperature_:.3g} is at the edge of its search: "
                          "the bags barely inform it")
-        return {"procedure": self.procedure, "score": self.score, "alpha": self.alpha, "quantile": self.quantile_,
+        return {"procedure": self.procedure, "score": self.score_, "alpha": self.alpha, "quantile": self.quantile_,
                 "temperature": self.temperature_, "calibration_rows": self.n_calibration_,
                 "empty_bags": self.empty_bags_, **self.bounds_, "notes": notes}
 
@@ -486,7 +526,7 @@ class ConformalSets(BaseEstimator):
         self._check_fitted()
         values = conformity(self.method, X, neighbors)
         cand = self._candidates(candidates, values.shape[0])
-        return np.where(cand, nonconformity(values, self.score), np.inf), cand
+        return np.where(cand, nonconformity(values, self.score_, self.temperature_), np.inf), cand
 
     def _p_values(self, s, cand):
         """``(1 + t(s)) / (n + 1)`` where ``cand``, else 0."""

@@ -107,16 +107,25 @@ def test_calibration_weights_of_each_procedure():
         calibration_weights(scores, conf, bags, "max")
 
 
-def test_the_temperature_recovers_the_one_that_drew_the_labels():
+def _bag_loglik(conf, bags, t):
+    return np.log((plausibility(conf, np.ones_like(bags), t) * bags).sum(axis=1)).sum()
+
+
+def test_the_temperature_is_the_upper_end_of_the_likelihood_interval_around_the_one_that_drew_the_labels():
     # Labels drawn from c^{1/T} normalised, bags = label + uniform distractors (they say nothing about the label):
-    # the bags' likelihood is maximal near the true T.
+    # the bags' likelihood peaks near the true T; the temperature returned is the flattest within χ²₁(0.95)/2 of it.
     rng = np.random.default_rng(0)
     conf = rng.random((4000, 5))
     for true_t in (0.25, 1.0):
         p = plausibility(conf, np.ones_like(conf, dtype=bool), true_t)
         y = (rng.random((4000, 1)) > p.cumsum(axis=1)).sum(axis=1)
         bags = uniform(y, 5, p=0.6, r=1, random_state=1)
-        assert fit_temperature(conf, bags) == pytest.approx(true_t, rel=0.15)
+        t = fit_temperature(conf, bags)
+        grid = true_t * np.exp(np.linspace(-0.5, 0.5, 201))
+        peak = max(_bag_loglik(conf, bags, g) for g in grid)
+        assert _bag_loglik(conf, bags, t) == pytest.approx(peak - 1.9207, abs=0.01)
+        assert t > grid[np.argmax([_bag_loglik(conf, bags, g) for g in grid])]
+        assert t == pytest.approx(true_t, rel=0.15)
 
 
 # --- sets, p-values and the reject option on a fixed model -------------------------------------

@@ -1,16 +1,16 @@
-"""The conformal stage: prediction sets with coverage ≥ 1 − α as a third reject option of every method.
+"""The conformal stage: prediction sets as a third reject option of every method.
 
-The guarantee of :mod:`pll.conformal` holds when the function that scores the
-calibration (validation) rows and the test rows never saw either: it must
-treat them alike.  So this stage scores both in the hold-out split
-(:mod:`pll.experiment.calibration`), whose features and method were fitted on
-the fitting rows alone, never in the run's features.
+Every guarantee of :mod:`pll.conformal` needs a function that scores the
+calibration (validation) rows and the test rows without having seen
+either: it must treat them alike.  So this stage scores both in the
+hold-out split (:mod:`pll.experiment.calibration`), whose features and
+method were fitted on the fitting rows alone, never in the run's features.
 """
 
 from __future__ import annotations
 
 from .. import catalog
-from ..conformal import ConformalSets
+from ..conformal import ConformalSets, bag_hit_rate
 from .calibration import CalibrationSplit
 from .methods import MethodOutput
 
@@ -23,19 +23,29 @@ def conformal_option(run, calibration: CalibrationSplit, seed: int, alpha: float
 
     The method is fitted on the fitting rows of ``calibration`` (or
     ``holdout``, that fit done already) and calibrated on the validation rows
-    (their bags; no true labels needed); the same model scores the
-    validation and the test rows.  Nothing is disambiguated: ``train`` is None.
+    (their bags; no true labels needed) with the default procedure and
+    score; the same model scores the validation and the test rows.  Nothing
+    is disambiguated: ``train`` is None.  ``fit`` holds what the calibration
+    chose and what the bags alone say of it, for the run's log and the
+    method run's ``pll.fit.conformal_*`` tags: the keys of
+    :meth:`~pll.ConformalSets.calibration_report` (``notes`` joined by
+    newlines) and ``bag_hit_rate``, the share of test sets that meet their
+    row's bag (an upper bound of their coverage), each prefixed ``conformal_``.
     """
     split = calibration.split
     holdout = calibration.fit_holdout(run, seed) if holdout is None else holdout
-    S_val = split.test.S[: calibration.n_val]
+    S_val, S_test = split.test.S[: calibration.n_val], split.test.S[calibration.n_val :]
     sets = ConformalSets(holdout, alpha=alpha).fit(calibration.X_val, S_val, neighbors=calibration.val)
+    test = sets.predict_with_reject(calibration.X_test, neighbors=calibration.test)
+    report = sets.calibration_report()
     return MethodOutput(
         run.name,
         split.features,
-        test=sets.predict_with_reject(calibration.X_test, neighbors=calibration.test),
+        test=test,
         train=None,
         val=sets.predict_with_reject(calibration.X_val, neighbors=calibration.val),
         option="conformal",
+        fit={f"conformal_{k}": v for k, v in {**report, "notes": "\n".join(report["notes"]),
+                                              "bag_hit_rate": bag_hit_rate(test.sets, S_test)}.items()},
         method=run.method,
     )
