@@ -444,3 +444,29 @@ def test_a_trained_model_ships_sets_from_a_holdout_and_can_choose_its_threshold_
         fit_model(ds, "pl_knn", threshold=0.5, reject_lambda=0.1)
     with pytest.raises(InvalidParameterError, match="conformal_alpha"):
         fit_model(ds, "pl_knn", conformal_alpha=1.0)
+
+
+# --- the default run (make run) -----------------------------------------------------------------
+
+
+def test_the_default_run_accepts_most_rows_and_logs_what_its_bags_say_of_its_sets():
+    from flows.pipeline import _conformal_lines
+    from pll.experiment import run_protocol
+
+    result = run_protocol(pll.load_dataset("digits"))  # what `pll run` runs when told nothing
+    test_bags = result.data.S[result.rows.test]
+    for o in result.evaluation.options:
+        if o.option != "conformal":
+            continue
+        m = o.metrics
+        assert m["rejection_rate"] < 0.5 and m["coverage"] >= 0.85 and m["mean_set_size"] < 2
+        fit = next(out.fit for out in result.outputs if (out.name, out.option) == (o.name, "conformal"))
+        sets = next(out.test.sets for out in result.outputs if (out.name, out.option) == (o.name, "conformal"))
+        assert fit["conformal_procedure"] == "monte_carlo" and fit["conformal_temperature"] > 0
+        assert fit["conformal_coverage_if_worst"] <= 0.9 <= fit["conformal_coverage_if_best"]
+        assert fit["conformal_bag_hit_rate"] == bag_hit_rate(sets, test_bags) >= m["coverage"]
+        lines = list(_conformal_lines(fit, m))
+        assert lines[0].startswith(f"procedure monte_carlo (score {fit['conformal_score']}, plausibility temperature ")
+        assert f"mean set size {m['mean_set_size']:.2f}, coverage {m['coverage']:.3f}" in lines[0]
+        assert lines[1].startswith("without true labels: calibration coverage ")
+        assert lines[2].startswith("bounds are wide")  # the class-dependent noise's partners: a distractor in most bags
