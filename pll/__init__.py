@@ -18,6 +18,7 @@ _PUBLIC = {
     "PlAknnPreprocessor": ".features",
     "PlClassifier": ".methods",
     "PlKnn": ".methods",
+    "Proden": ".methods",
     "RejectPrediction": ".methods",
     "TrustScore": ".trust_score",
     "audit": ".audit",

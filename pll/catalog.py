@@ -18,6 +18,7 @@ METHODS = {
     "pl_aknn": "PL A-kNN: adaptive neighborhoods that widen until one label clearly leads",
     "ipal": "IPAL: label propagation over a reconstruction graph, then minimum-error reconstruction",
     "pl_classifier": "any scikit-learn classifier (parameter estimator) trained by cross-fitted disambiguation",
+    "proden": "PRODEN: a neural network on every candidate, reweighted each epoch by its own probabilities",
 }
 
 FEATURE_PIPELINES = {

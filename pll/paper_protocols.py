@@ -126,6 +126,7 @@ SCRIPT_RULES = MappingProxyType({
     "pl_knn": ScriptRule(strict=False, start=0.0, target=0.5),
     "ipal": ScriptRule(strict=False, start=0.0, target=0.9, top_share=True),
     "pl_classifier": ScriptRule(strict=False, start=0.0, target=0.9),
+    "proden": ScriptRule(strict=False, start=0.0, target=0.9),
     "pl_aknn": ScriptRule(strict=True, start=-1.0, target=0.0),
 })
 """Every method with the rule the DST-PLL authors' script applies to it: the paper's methods as the script has

@@ -32,9 +32,10 @@ METHOD_COLOURS = {
     "pl_knn": "#009E73",
     "ipal": "#CC79A7",
     "pl_classifier": "#E69F00",
+    "proden": "#F0E442",
 }
 # The rest of the palette, for methods outside the catalog.
-EXTRA_COLOURS = ("#56B4E9", "#000000", "#F0E442", "#999999")
+EXTRA_COLOURS = ("#56B4E9", "#000000", "#999999")
 OPTION_STYLES = {"native": "-", "trust": "--"}
 OTHER_OPTION_STYLE = ":"
 OPTION_MARKERS = {"native": "o", "trust": "D"}

@@ -8,8 +8,10 @@ from .ipal import Ipal
 from .pl_aknn import PlAknn
 from .pl_classifier import PlClassifier
 from .pl_knn import PlKnn
+from .proden import Proden
 
-METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal, "pl_classifier": PlClassifier}
+METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal, "pl_classifier": PlClassifier,
+           "proden": Proden}
 
 
 def make_method(name, params=None, random_state=None):
@@ -41,6 +43,7 @@ __all__ = [
     "PlAknn",
     "PlClassifier",
     "PlKnn",
+    "Proden",
     "RejectPrediction",
     "make_method",
     "predict_with_reject",

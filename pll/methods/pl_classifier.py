@@ -118,7 +118,157 @@ def _restricted(P, bags):
     return np.where(ok, W / np.where(ok, total, 1.0), uniform)
 
 
-class PlClassifier(ClassifierMixin, BaseEstimator):
+def initial_weights(init, X, bags, seed):
+    """Weights to start a disambiguation from, float64 of shape (n, l): see ``init`` in :class:`PlClassifier`.
+
+    ``bags`` has no empty row (an empty bag already stands for all classes).
+    """
+    if init == "uniform":
+        return bags / bags.sum(axis=1, keepdims=True)
+    method = INITIALISATIONS[init](n_neighbors=INIT_NEIGHBORS, knn="auto", random_state=seed)
+    method = without_support_test(method)
+    return _restricted(method.fit(X, bags).disambiguate().shares, bags)
+
+
+def check_init_rows(estimator, n):
+    """Refuse a kNN ``init`` on too few rows for its neighbors, naming the fix."""
+    if estimator.init != "uniform" and n <= INIT_NEIGHBORS:
+        raise InvalidParameterError(
+            f"{type(estimator).__name__}: init={estimator.init!r} needs at least {INIT_NEIGHBORS + 1} training rows, "
+            f"got n_samples={n}; use init='uniform'"
+        )
+
+
+class BagWeightClassifier(ClassifierMixin, BaseEstimator):
+    """Base of the methods that learn class probabilities from weights over each bag: PlClassifier, Proden.
+
+    What they share is how they predict: :meth:`predict_proba` (from the
+    subclass's ``_proba``), the native reject option on the top probability
+    (``threshold``, ``conflict_margin``), and :meth:`disambiguate` from the
+    final ``weights_``.  They need no neighbors: the ``neighbors`` arguments
+    are accepted, so that the pipeline can pass every method the same
+    arguments, and ignored.
+    """
+
+    _k_param = None
+    _query_stream = 1
+    _train_stream = 2
+    _expected_failed_checks = {
+        **NeighborMethod._expected_failed_checks,
+        "check_decision_proba_consistency": (
+            "decision_function is the top probability (the reject score), not a score of class 1"
+        ),
+    }
+    """scikit-learn checks these estimators fail, and why (``tests/test_estimator_checks.py`` runs them)."""
+
+    def __setstate__(self, state):
+        """A model pickled before a parameter existed gets its default."""
+        super().__setstate__({**_missing_defaults(type(self), state), **state})
+
+    def _n_neighbors_needed(self):
+        """Neighbors this method needs from the pipeline's kNN stage: none."""
+        return 0
+
+    def predict_proba(self, X, neighbors=None):
+        """Class probabilities, float64 of shape (n, l), columns in ``classes_`` order.
+
+        A class no training row had as a candidate gets probability 0.
+        ``neighbors`` is ignored.
+        """
+        self._check_fitted()
+        return self._proba(check_X(self, X, reset=False))
+
+    def _check_fitted(self):
+        if not hasattr(self, "weights_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit first")
+
+    def conformity(self, X, neighbors=None):
+        """Conformity for conformal sets (:class:`pll.ConformalSets`): :meth:`predict_proba`, shape (n, l)."""
+        return self.predict_proba(X, neighbors=neighbors)
+
+    def predict_with_reject(self, X, neighbors=None, candidates=None):
+        """Predictions with the native reject option: accept iff the top probability is ``>= threshold``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+        neighbors : NeighborResult, optional
+            Ignored.
+        candidates : candidate sets of the n rows, optional
+            Each row's candidate set ``s̃`` (any form :meth:`fit` takes, over
+            ``classes_``): the prediction stays inside it and the
+            probabilities are renormalised within it.  Default: all classes
+            (an empty row also means all classes).
+
+        Returns
+        -------
+        RejectPrediction
+            ``labels`` are values of ``classes_``; ``score`` is the top
+            (renormalised) probability, ``accept`` is ``score >= threshold``;
+            ``guess`` flags rows whose label was drawn among tied top
+            probabilities (seeded, keyed by row position).
+        """
+        P = self.predict_proba(X)
+        n = P.shape[0]
+        if candidates is None:
+            cand = np.ones_like(P, dtype=bool)
+        else:
+            cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
+            cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
+            P = _restricted(P, cand)
+        return self._top(P, cand, self._query_stream)
+
+    def disambiguate(self):
+        """The training rows' labels from the final weights, each restricted to its own bag.
+
+        ``labels`` is the candidate with the largest weight (ties drawn, seeded,
+        and flagged in ``guess``), ``score`` that weight, ``accept`` is
+        ``score >= threshold``.  An empty bag counts as all classes.
+        """
+        self._check_fitted()
+        bags = np.where(self.S_train_.any(axis=1, keepdims=True), self.S_train_, True)
+        return self._top(self.weights_, bags, self._train_stream)
+
+    def _top(self, P, cand, stream):
+        P = np.where(cand, P, 0.0)
+        best = P.max(axis=1, keepdims=True)
+        tied = cand & (P >= best - TIE_RTOL * np.abs(best))
+        labels, n_tied = pick_among(tied, seed_to_int(self.random_state), np.arange(P.shape[0]), stream)
+        picked = np.arange(labels.size), labels
+        score = P[picked]
+        accept = score >= self.threshold
+        others = P.copy()
+        others[picked] = 0.0  # probabilities are >= 0 and 0 outside the candidates
+        runner_up = others.max(axis=1, initial=0.0)
+        evidence = {CONFLICT: (runner_up > 0.0) & (score - runner_up < self.conflict_margin),
+                    "probability_gap": score - runner_up}
+        return RejectPrediction(
+            labels=self.classes_[labels],
+            accept=accept,
+            score=score,
+            guess=n_tied > 1,
+            reason=assign(accept, evidence),
+            evidence=evidence,
+        )
+
+    def predict(self, X, neighbors=None):
+        """Predicted class of every row: values of ``classes_``, shape (n,)."""
+        return self.predict_with_reject(X).labels
+
+    def decision_function(self, X, neighbors=None):
+        """The reject score of every row, shape (n,): the top probability."""
+        return self.predict_with_reject(X).score
+
+    def score(self, X, S, sample_weight=None):
+        """Partial-label accuracy: the (weighted) share of rows whose prediction lies in their candidate set.
+
+        ``S`` takes any form :meth:`fit` takes; with 1-d labels this is the
+        accuracy.  Labels the model never saw are in no set.
+        """
+        return float(np.average(in_candidates(self.classes_, self.predict(X), S), weights=sample_weight))
+
+
+class PlClassifier(BagWeightClassifier):
     """Any scikit-learn classifier trained from candidate sets by iterative, cross-fitted disambiguation.
 
     In the spirit of PRODEN (Lv et al., ICML 2020): every training row ``i`` is
@@ -287,16 +437,6 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
     True
     """
 
-    _k_param = None
-    _query_stream = 1
-    _train_stream = 2
-    _expected_failed_checks = {
-        **NeighborMethod._expected_failed_checks,
-        "check_decision_proba_consistency": (
-            "decision_function is the top probability (the reject score), not a score of class 1"
-        ),
-    }
-    """scikit-learn checks this estimator fails, and why (``tests/test_pl_classifier.py`` runs them)."""
     _parameter_constraints = {
         "estimator": "no_validation",  # checked by _resolve_estimator
         "max_rounds": [Interval(Integral, 0, None, closed="left")],
@@ -331,14 +471,6 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
         self.conflict_margin = conflict_margin
         self.warm_start = warm_start
         self.random_state = random_state
-
-    def __setstate__(self, state):
-        """A model pickled before a parameter existed (``conflict_margin``, ``warm_start``) gets its default."""
-        super().__setstate__({**_missing_defaults(type(self), state), **state})
-
-    def _n_neighbors_needed(self):
-        """Neighbors this method needs from the pipeline's kNN stage: none."""
-        return 0
 
     def _resolve_estimator(self):
         """The inner estimator template ``estimator`` stands for, or an InvalidParameterError naming it."""
@@ -393,18 +525,14 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__}: n_folds={self.n_folds} needs at least {self.n_folds} training rows, "
                 f"got n_samples={n}" + (f"; lower n_folds to at most {n}" if n >= 2 else "")
             )
-        if self.init != "uniform" and n <= INIT_NEIGHBORS:
-            raise InvalidParameterError(
-                f"{type(self).__name__}: init={self.init!r} needs at least {INIT_NEIGHBORS + 1} training rows, "
-                f"got n_samples={n}; use init='uniform'"
-            )
+        check_init_rows(self, n)
         S_train, classes = encode_bags(S, n)
         l = len(classes)
         bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
         rows, cols = np.nonzero(bags)  # the expansion, grouped by row
         seed = seed_to_int(self.random_state)
 
-        W = self._initial_weights(X, bags, seed)
+        W = initial_weights(self.init, X, bags, seed)
         folds = self._folds(n, seed)
         warm = self.warm_start and _warm_startable(template)
         fold_template = clone(template, safe=False).set_params(warm_start=True) if warm else template
@@ -437,114 +565,12 @@ class PlClassifier(ClassifierMixin, BaseEstimator):
         last = self.weight_changes_[-1] if self.weight_changes_ else float("nan")
         return {"rounds": self.n_rounds_, "converged": self.converged_, "weight_change": last}
 
-    def _initial_weights(self, X, bags, seed):
-        if self.init == "uniform":
-            return bags / bags.sum(axis=1, keepdims=True)
-        method = INITIALISATIONS[self.init](n_neighbors=INIT_NEIGHBORS, knn="auto", random_state=seed)
-        method = without_support_test(method)
-        return _restricted(method.fit(X, bags).disambiguate().shares, bags)
-
     def _folds(self, n, seed):
         """Fold of every row, the same in every round: balanced, a seeded permutation."""
         folds = np.empty(n, dtype=np.int64)
         folds[np.random.default_rng([seed, 0]).permutation(n)] = np.arange(n) % self.n_folds
         return folds
 
-    def _check_fitted(self):
-        if not hasattr(self, "estimator_"):
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit first")
-
-    def predict_proba(self, X, neighbors=None):
-        """Class probabilities of the final estimator, float64 of shape (n, l), columns in ``classes_`` order.
-
-        A class the inner estimator never saw (no training row had it as a
-        candidate) gets probability 0.  ``neighbors`` is ignored.
-        """
-        self._check_fitted()
-        X = check_X(self, X, reset=False)
+    def _proba(self, X):
+        """Class probabilities of the final estimator for checked ``X`` (see :meth:`BagWeightClassifier.predict_proba`)."""
         return _inner_proba(self.estimator_, self._inner_classes, X, self.n_classes_)
-
-    def conformity(self, X, neighbors=None):
-        """Conformity for conformal sets (:class:`pll.ConformalSets`): :meth:`predict_proba`, shape (n, l)."""
-        return self.predict_proba(X, neighbors=neighbors)
-
-    def predict_with_reject(self, X, neighbors=None, candidates=None):
-        """Predictions with the native reject option: accept iff the top probability is ``>= threshold``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n, d)
-        neighbors : NeighborResult, optional
-            Ignored.
-        candidates : candidate sets of the n rows, optional
-            Each row's candidate set ``s̃`` (any form :meth:`fit` takes, over
-            ``classes_``): the prediction stays inside it and the
-            probabilities are renormalised within it.  Default: all classes
-            (an empty row also means all classes).
-
-        Returns
-        -------
-        RejectPrediction
-            ``labels`` are values of ``classes_``; ``score`` is the top
-            (renormalised) probability, ``accept`` is ``score >= threshold``;
-            ``guess`` flags rows whose label was drawn among tied top
-            probabilities (seeded, keyed by row position).
-        """
-        P = self.predict_proba(X)
-        n = P.shape[0]
-        if candidates is None:
-            cand = np.ones_like(P, dtype=bool)
-        else:
-            cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
-            cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
-            P = _restricted(P, cand)
-        return self._top(P, cand, self._query_stream)
-
-    def disambiguate(self):
-        """The training rows' labels from the final weights, each restricted to its own bag.
-
-        ``labels`` is the candidate with the largest weight (ties drawn, seeded,
-        and flagged in ``guess``), ``score`` that weight, ``accept`` is
-        ``score >= threshold``.  An empty bag counts as all classes.
-        """
-        self._check_fitted()
-        bags = np.where(self.S_train_.any(axis=1, keepdims=True), self.S_train_, True)
-        return self._top(self.weights_, bags, self._train_stream)
-
-    def _top(self, P, cand, stream):
-        P = np.where(cand, P, 0.0)
-        best = P.max(axis=1, keepdims=True)
-        tied = cand & (P >= best - TIE_RTOL * np.abs(best))
-        labels, n_tied = pick_among(tied, seed_to_int(self.random_state), np.arange(P.shape[0]), stream)
-        picked = np.arange(labels.size), labels
-        score = P[picked]
-        accept = score >= self.threshold
-        others = P.copy()
-        others[picked] = 0.0  # probabilities are >= 0 and 0 outside the candidates
-        runner_up = others.max(axis=1, initial=0.0)
-        evidence = {CONFLICT: (runner_up > 0.0) & (score - runner_up < self.conflict_margin),
-                    "probability_gap": score - runner_up}
-        return RejectPrediction(
-            labels=self.classes_[labels],
-            accept=accept,
-            score=score,
-            guess=n_tied > 1,
-            reason=assign(accept, evidence),
-            evidence=evidence,
-        )
-
-    def predict(self, X, neighbors=None):
-        """Predicted class of every row: values of ``classes_``, shape (n,)."""
-        return self.predict_with_reject(X).labels
-
-    def decision_function(self, X, neighbors=None):
-        """The reject score of every row, shape (n,): the top probability."""
-        return self.predict_with_reject(X).score
-
-    def score(self, X, S, sample_weight=None):
-        """Partial-label accuracy: the (weighted) share of rows whose prediction lies in their candidate set.
-
-        ``S`` takes any form :meth:`fit` takes; with 1-d labels this is the
-        accuracy.  Labels the model never saw are in no set.
-        """
-        return float(np.average(in_candidates(self.classes_, self.predict(X), S), weights=sample_weight))

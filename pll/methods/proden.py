@@ -1,0 +1,290 @@
+"""PRODEN (Lv et al., ICML 2020): a network trained on every candidate, weighted by its own belief in it."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+
+from ..progress import blocks, track
+from ..validation import check_params, check_X, encode_bags
+from .pl_classifier import (
+    INITIALISATIONS,
+    BagWeightClassifier,
+    _fit_inner,
+    _inner_proba,
+    _restricted,
+    check_init_rows,
+    initial_weights,
+)
+
+CHUNK_COPIES = 2**16
+"""(row, candidate) copies gathered per ``partial_fit`` call: the expanded rows are never copied whole."""
+MIN_STEPS_PER_EPOCH = 20
+"""Gradient steps an epoch takes at least: on small data the batches shrink (iris, 96 training rows and
+about 250 copies, would otherwise take one step per epoch and end its 50 epochs barely trained)."""
+PREDICT_ROWS = 2**14
+"""Rows per block when a network predicts: its hidden activations stay near 32 MiB per 256 units."""
+
+
+class Proden(BagWeightClassifier):
+    """PRODEN: a multi-layer perceptron trained on every (row, candidate) pair, reweighted each epoch by itself.
+
+    Progressive identification of true labels (Lv, Xu, Feng, Niu, Geng,
+    Sugiyama, ICML 2020).  Each training row ``i`` counts once per candidate
+    ``c`` of its bag ``S_i``, with weight ``w_ic`` (a row's weights sum to 1,
+    zero outside the bag), and the network minimises the weighted
+    cross-entropy ``Σ_i Σ_c w_ic (−log p_c(x_i))``.  After every epoch the
+    weights become the network's probabilities restricted to the bag and
+    renormalised, so the network's growing certainty about the easy rows
+    sharpens the targets of the hard ones.  An empty bag counts as all
+    classes.
+
+    The network is scikit-learn's :class:`~sklearn.neural_network.MLPClassifier`
+    (ReLU, Adam), fitted epoch by epoch with ``partial_fit`` on shuffled
+    chunks of :data:`CHUNK_COPIES` copies: memory holds ``X`` and one chunk,
+    never the whole expansion.  Features are standardized inside the
+    estimator (zero mean, unit variance, learned at ``fit``), since Adam's
+    steps and the L2 penalty assume features on one scale: no feature
+    pipeline is needed in front of it.
+
+    ``n_networks`` networks, from different seeds, are trained this way
+    independently; the prediction averages their probabilities.  One network
+    is a noisy estimate: on bird-song the test accuracy of single networks
+    differed by up to 7 points between seeds, and averaging five removed
+    most of it (``benchmarks/proden.py`` measures each choice of the
+    defaults).
+
+    Its reject option is shared with :class:`pll.PlClassifier`: accept iff
+    the top probability is ``>= threshold`` (the DST-PLL paper's rule for
+    its competitors), the score is that probability; reasons ``conflict``
+    (the runner-up within ``conflict_margin``) or ``low_score``.  It needs
+    no neighbors (the ``neighbors`` arguments are accepted and ignored),
+    unless ``init`` asks for a kNN start.
+
+    Parameters
+    ----------
+    hidden_layer_sizes : tuple of int, default=(256,)
+        Units of each hidden layer.
+    alpha : float >= 0, default=1e-4
+        L2 penalty of the network (scikit-learn's, divided by the weight of
+        each minibatch).
+    learning_rate_init : float > 0, default=1e-3
+        Adam's step size.
+    batch_size : int, default=256
+        Copies per gradient step, at most: an epoch takes at least
+        :data:`MIN_STEPS_PER_EPOCH` steps, with smaller batches on small data.
+    max_epochs : int, default=50
+        Epochs over all copies, each followed by a reweighting.
+    n_networks : int, default=5
+        Networks averaged, each with its own seed and weights.
+    init : {"uniform", "pl_knn", "ipal"}, default="uniform"
+        Initial weights, as in :class:`pll.PlClassifier` (computed on the
+        standardized features): uniform over the bag, or a kNN method's
+        disambiguation; a kNN start needs at least 11 rows.
+    threshold : float in [0, 1], default=0.9
+        Accept iff the top probability is ``>= threshold``.
+    conflict_margin : float in [0, 1], default=0.2
+        ``conflict`` when the runner-up's probability is within this margin.
+    random_state : int or None, default=None
+        Seed of the networks' initial weights, of the order of the copies and
+        of the kNN start; None draws fresh randomness, as in scikit-learn.
+        Ties among top probabilities are drawn keyed by (seed, row position),
+        seed 0 for None.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (l,)
+        The class labels (``arange(l)`` when fitted on a 0/1 matrix).
+    n_classes_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (d,)
+        Only when ``X`` was a data frame with string column names.
+    S_train_ : ndarray of shape (n, l), bool
+        The candidate sets over ``classes_`` (empty bags stay empty here).
+    mean_, scale_ : ndarray of shape (d,)
+        The standardization: ``(X - mean_) / scale_`` (a constant feature
+        has scale 1).
+    networks_ : list of estimators
+        The fitted networks (a :class:`~sklearn.dummy.DummyClassifier` when
+        every bag holds the same single class).
+    weights_ : ndarray of shape (n, l), float64
+        The networks' final weights, averaged: each row's distribution over
+        its bag; :meth:`disambiguate` reads them.
+    weight_changes_ : ndarray of shape (n_networks, max_epochs)
+        Each reweighting's change: the mean over rows of the total-variation
+        distance between old and new weights.
+
+    Notes
+    -----
+    Time is ``n_networks × max_epochs`` passes over ``Σ_i |S_i|`` copies
+    (an empty bag counts ``l``), plus as many predictions of the training
+    rows for the reweighting.  Memory: ``X`` standardized (a copy), the
+    weights (``n × l``), one chunk of copies and a block of activations.
+
+    Examples
+    --------
+    >>> import numpy as np, pll
+    >>> X = np.array([[0.0], [0.2], [0.4], [0.6], [1.0], [1.2], [1.4], [1.6]])
+    >>> S = [{"a", "b"}, {"a"}, {"a", "c"}, {"a"}, {"b", "c"}, {"c"}, {"c"}, {"a", "c"}]
+    >>> clf = pll.Proden(max_epochs=30, n_networks=1, random_state=0).fit(X, S)
+    >>> clf.classes_.tolist(), clf.predict([[0.1], [1.5]]).tolist()
+    (['a', 'b', 'c'], ['a', 'c'])
+    >>> r = clf.predict_with_reject([[0.1], [1.5]])
+    >>> bool(((r.score >= clf.threshold) == r.accept).all())
+    True
+    """
+
+    _parameter_constraints = {
+        "hidden_layer_sizes": [tuple, list],  # of positive ints: _validate_params
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "n_networks": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions(set(INITIALISATIONS))],
+        "threshold": [Interval(Real, 0, 1, closed="both")],
+        "conflict_margin": [Interval(Real, 0, 1, closed="both")],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
+    }
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(256,),
+        *,
+        alpha=1e-4,
+        learning_rate_init=1e-3,
+        batch_size=256,
+        max_epochs=50,
+        n_networks=5,
+        init="uniform",
+        threshold=0.9,
+        conflict_margin=0.2,
+        random_state=None,
+    ):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.alpha = alpha
+        self.learning_rate_init = learning_rate_init
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.n_networks = n_networks
+        self.init = init
+        self.threshold = threshold
+        self.conflict_margin = conflict_margin
+        self.random_state = random_state
+
+    def _validate_params(self):
+        """scikit-learn's checks of ``_parameter_constraints``, and positive layer sizes, which they cannot say.
+
+        So that :func:`pll.validation.check_params` (``fit``, a grid, the
+        command line) refuses ``(0,)`` before anything runs, not the network
+        at its first epoch.
+        """
+        super()._validate_params()
+        sizes = self.hidden_layer_sizes
+        if not (len(sizes) > 0 and all(isinstance(h, Integral) and not isinstance(h, bool) and h >= 1 for h in sizes)):
+            raise InvalidParameterError(
+                f"The 'hidden_layer_sizes' parameter of {type(self).__name__} must be a non-empty tuple of "
+                f"positive ints. Got {sizes!r} instead."
+            )
+
+    def fit(self, X, S, neighbors=None):
+        """Train the networks on the weighted copies, reweighting after every epoch.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+        S : candidate sets of the n rows
+            A 0/1 or bool matrix of shape (n, l), dense or scipy sparse; a
+            sequence of n label sets; or 1-d labels of shape (n,).
+        neighbors : NeighborResult, optional
+            Ignored.
+
+        Returns
+        -------
+        self
+        """
+        check_params(self)
+        X = check_X(self, X, reset=True)
+        n = X.shape[0]
+        check_init_rows(self, n)
+        S_train, classes = encode_bags(S, n)
+        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
+        self.mean_ = X.mean(axis=0)
+        spread = X.std(axis=0)
+        self.scale_ = np.where(spread > 0, spread, 1.0)
+        Z = self._standardized(X)
+        seed = (check_random_state(None).randint(2**31) if self.random_state is None else self.random_state)
+
+        rows, cols = np.nonzero(bags)  # the expansion, grouped by row
+        self._inner_classes = np.unique(cols)
+        self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
+        start = initial_weights(self.init, Z, bags, seed)
+        if self._inner_classes.size < 2:  # every copy has the same label: nothing to disambiguate
+            model, _ = _fit_inner(None, Z[rows], cols, start[rows, cols])
+            self.networks_, self.weights_ = [model], start
+            self.weight_changes_ = np.zeros((self.n_networks, self.max_epochs))
+            return self
+        trained = [self._train(Z, bags, rows, cols, start, seed, k) for k in range(self.n_networks)]
+        self.networks_ = [net for net, _, _ in trained]
+        self.weights_ = np.mean([W for _, W, _ in trained], axis=0)
+        self.weight_changes_ = np.array([changes for _, _, changes in trained])
+        return self
+
+    def _standardized(self, X):
+        return (X - self.mean_) / self.scale_
+
+    def _train(self, Z, bags, rows, cols, W, seed, k):
+        """Network ``k``: its epochs over shuffled chunks of copies, a reweighting after each; (net, weights, changes)."""
+        from sklearn.neural_network import MLPClassifier
+
+        rng = np.random.default_rng([seed, k])
+        net = MLPClassifier(
+            hidden_layer_sizes=tuple(self.hidden_layer_sizes),
+            alpha=self.alpha,
+            batch_size=self.batch_size,
+            learning_rate_init=self.learning_rate_init,
+            shuffle=False,  # the copies come shuffled, chunk by chunk
+            random_state=int(rng.integers(2**31)),
+        )
+        m, changes = rows.size, []
+        batch = min(self.batch_size, -(-m // MIN_STEPS_PER_EPOCH))
+        # One progress stream over all epochs: the copies of epoch e are positions e*m .. (e+1)*m.
+        parts = [slice(e * m + b.start, e * m + b.stop) for e in range(self.max_epochs) for b in blocks(m, CHUNK_COPIES)]
+        for part in track(parts, f"Proden network {k + 1} of {self.n_networks} (copies x {self.max_epochs} epochs)"):
+            epoch, first = divmod(part.start, m)
+            if first == 0:
+                order = rng.permutation(m)
+            chunk = order[first:first + part.stop - part.start]
+            net.batch_size = min(batch, chunk.size)  # a short last chunk: no clipping warning
+            net.partial_fit(Z[rows[chunk]], cols[chunk], classes=self._inner_classes,
+                            sample_weight=W[rows[chunk], cols[chunk]])
+            if part.stop == (epoch + 1) * m:  # the epoch is over: reweight
+                W_new = self._reweighted(net, Z, bags)
+                changes.append(float(0.5 * np.abs(W_new - W).sum(axis=1).mean()))
+                W = W_new
+        return net, W, changes
+
+    def _reweighted(self, net, Z, bags):
+        """The network's probabilities of the training rows, restricted to their bags and renormalised."""
+        W = np.empty(bags.shape)
+        for b in blocks(Z.shape[0], PREDICT_ROWS):
+            W[b] = _restricted(_inner_proba(net, self._inner_classes, Z[b], self.n_classes_), bags[b])
+        return W
+
+    def _proba(self, X):
+        """The networks' mean probabilities for checked ``X``, block by block."""
+        P = np.zeros((X.shape[0], self.n_classes_))
+        for b in blocks(X.shape[0], PREDICT_ROWS):
+            Z = self._standardized(X[b])
+            for net in self.networks_:
+                P[b] += _inner_proba(net, self._inner_classes, Z, self.n_classes_)
+        return P / len(self.networks_)
+
+    def fit_summary(self):
+        """How the training ended, for a run's log: epochs, networks, the mean weight change of the last epoch."""
+        self._check_fitted()
+        return {"epochs": self.max_epochs, "networks": self.n_networks,
+                "weight_change": float(self.weight_changes_[:, -1].mean())}
