@@ -66,7 +66,9 @@ def test_same_bits_as_a_kneighbors_search_of_each_group():
         np.testing.assert_array_equal(distances[:, g], nb.distances[:, 0])
 
 
-def test_ties_across_chunks_are_searched_again_and_give_the_lowest_index(monkeypatch):
+@pytest.mark.parametrize("scale", [1.0, 0.1])
+def test_ties_across_chunks_give_the_lowest_index(monkeypatch, scale):
+    """Integer rows screen exactly and need no second search; others are searched again in the group."""
     searched = []
     original = grouped_module.GroupedExactIndex._search_group
 
@@ -75,12 +77,13 @@ def test_ties_across_chunks_are_searched_again_and_give_the_lowest_index(monkeyp
         return original(self, g, Q, queries, *args)
 
     monkeypatch.setattr(grouped_module.GroupedExactIndex, "_search_group", spy)
-    X = np.vstack([np.ones((3 * grouped_module.CHUNK, 2)), np.zeros((5, 2))])  # group 0: the same point thrice a chunk
+    X = scale * np.vstack([np.ones((3 * grouped_module.CHUNK, 2)), np.zeros((5, 2))])  # group 0: one point thrice a chunk
     groups = np.array([0] * (3 * grouped_module.CHUNK) + [1] * 5)
-    indices, distances = nearest_by_group(X, groups, 2, np.array([[1.0, 2.0], [0.0, 0.0]]))
-    assert searched == [(0, [0, 1])]
+    Q = scale * np.array([[1.0, 2.0], [0.0, 0.0]])
+    indices, distances = nearest_by_group(X, groups, 2, Q)
+    assert searched == ([] if scale == 1.0 else [(0, [0, 1])])
     np.testing.assert_array_equal(indices, [[0, 3 * grouped_module.CHUNK], [0, 3 * grouped_module.CHUNK]])
-    np.testing.assert_array_equal(distances, [[1.0, np.sqrt(5.0)], [np.sqrt(2.0), 0.0]])
+    np.testing.assert_array_equal(distances, oracle(X, groups, 2, Q)[1])
 
 
 def test_screening_that_cannot_separate_rows_still_returns_the_exact_nearest():

@@ -86,16 +86,19 @@ def rounding_bound(sq_query, sq_max, d, *dtypes):
     return rounding_gamma(d, *dtypes) * (np.sqrt(sq_query) + np.sqrt(sq_max)) ** 2
 
 
-def nearest_among(X_train, members, Q, exclude):
+def nearest_among(X_train, members, Q, exclude, index=None):
     """Exact nearest row among the training rows ``members`` (sorted) for each row of ``Q``, in training indices.
 
-    ``exclude`` (int array of shape (n_queries,), -1 for none) names a training
-    row never returned, whether or not it is a member.  Returns indices (-1
-    where no member is left) and float64 distances, shape (n_queries,).
+    ``exclude`` (int array of shape (n_queries,), -1 for none) names a
+    training row never returned, whether or not it is a member.  ``index``,
+    an :class:`ExactIndex` over ``X_train[members]``, is reused when given.
+    Returns indices (-1 where no member is left) and float64 distances, shape
+    (n_queries,).
     """
     local = np.searchsorted(members, exclude)
     own = (local < members.size) & (members[np.minimum(local, max(members.size - 1, 0))] == exclude)
-    idx, dist = ExactIndex(X_train[members]).search(Q, 1, np.where(own, local, -1))
+    index = ExactIndex(X_train[members]) if index is None else index
+    idx, dist = index.search(Q, 1, np.where(own, local, -1))
     return np.where(idx[:, 0] >= 0, members[np.maximum(idx[:, 0], 0)], -1), dist[:, 0]
 
 

@@ -7,7 +7,9 @@ is within twice the rounding bound of the group's best chunk; when that
 chunk is the only one, its rows are reranked in float64 (the same
 :func:`~pll.neighbors.exact.rerank` as every backend), otherwise the query is
 searched again in that group by :class:`~pll.neighbors.exact.ExactIndex`.
-One pass over the training rows thus serves all groups, instead of one
+Integer rows and queries screen exactly (:class:`~pll.neighbors.screening.Screen`):
+then the group's first chunk at the minimum holds the answer, however many
+rows tie.  One pass over the training rows thus serves all groups, instead of one
 search per group.
 """
 
@@ -18,11 +20,11 @@ import numpy as np
 from ..errors import InvalidDataError, InvalidParameterError
 from ..progress import blocks, track
 from ..validation import check_features, check_queries
-from .exact import nearest_among, rerank, rounding_bound
+from .exact import ExactIndex, nearest_among, rerank
 from .grouped_cells import GroupedCellIndex
 from .index import NeighborIndex
 from .registry import EXACT, backend_entry, check_backend, resolve
-from .screening import screening_queries, screening_rows
+from .screening import Screen
 
 CHUNK = 16
 """Rows of one group whose screening distances are reduced to one minimum."""
@@ -248,9 +250,12 @@ class GroupedExactIndex(AllGroupsSearch):
         self.slot_of_row = np.full(n, -1, dtype=np.int64)
         self.slot_of_row[members] = slot
         self.pads = np.flatnonzero(self.rows < 0)
-        self.center = X_train[members].mean(axis=0, dtype=np.float64) if members.size else np.zeros(d)
+        self.screen = Screen(X_train[members])
         self.A = np.zeros((self.rows.size, d + 1), dtype=np.float32)
-        self.A[slot], self.sq_max = screening_rows(X_train[members], self.center)
+        self.A[slot] = self.screen.rows
+        self.sq = np.zeros(self.rows.size)
+        self.sq[slot] = self.screen.sq
+        self._group_index = {}
 
     def search(self, Q, exclude):
         """Nearest row of every group for each row of ``Q`` (see :func:`nearest_by_group`).
@@ -263,18 +268,18 @@ class GroupedExactIndex(AllGroupsSearch):
         distances = np.full((n_query, self.n_groups), np.inf)
         if self.rows.size == 0:
             return indices, distances
-        B, sq_q = screening_queries(Q, self.center)
-        margin = 2 * rounding_bound(sq_q, self.sq_max, d, np.float32)
+        B, sq_q, gamma = self.screen.queries(Q)
         excluded_slot = np.where(exclude >= 0, self.slot_of_row[exclude], -1)
         step = max(1, _BLOCK_BYTES // (4 * max(self.group_chunks[-1], min(_TILE_ROWS, self.rows.size))))
         crowded = [[] for _ in range(self.n_groups)]
         for block in track(blocks(n_query, step), "exact search per group"):
             rows = np.arange(block.start, block.stop)
-            minima = self._chunk_minima(np.ascontiguousarray(B[rows].T), excluded_slot[rows])
+            minima, at = self._chunk_minima(np.ascontiguousarray(B[rows].T), excluded_slot[rows])
             for g in range(self.n_groups):
                 lo, hi = self.group_chunks[g], self.group_chunks[g + 1]
                 if lo < hi:
-                    rest = self._certify(g, minima[lo:hi], rows, Q, exclude, margin, indices, distances)
+                    rest = self._certify(g, minima[lo:hi], at[lo:hi], rows, Q, exclude, sq_q, gamma, indices,
+                                         distances)
                     crowded[g] += [rest] if rest.size else []
         for g, queries in enumerate(crowded):
             if queries:
@@ -282,9 +287,11 @@ class GroupedExactIndex(AllGroupsSearch):
         return indices, distances
 
     def _chunk_minima(self, Bt, excluded_slot):
-        """Float32 screening values ``|x|^2 - 2 q.x`` reduced to each chunk's minimum, shape (n_chunks, n_queries)."""
+        """Float32 screening values reduced to each chunk's minimum, shape (n_chunks, n_queries), and the
+        position in its chunk of each minimum's first row (uint8, same shape)."""
         n_slots, n_query = self.rows.size, Bt.shape[1]
         minima = np.empty((n_slots // CHUNK, n_query), dtype=np.float32)
+        at = np.empty(minima.shape, dtype=np.uint8)
         tile = np.empty((min(_TILE_ROWS, n_slots), n_query), dtype=np.float32)
         columns = np.arange(n_query)
         for lo in range(0, n_slots, _TILE_ROWS):
@@ -294,26 +301,53 @@ class GroupedExactIndex(AllGroupsSearch):
             part[self.pads[np.searchsorted(self.pads, lo) : np.searchsorted(self.pads, hi)] - lo] = np.inf
             hit = (excluded_slot >= lo) & (excluded_slot < hi)
             part[excluded_slot[hit] - lo, columns[hit]] = np.inf
-            np.minimum.reduce(part.reshape(-1, CHUNK, n_query), axis=1, out=minima[lo // CHUNK : hi // CHUNK])
-        return minima
+            chunks = part.reshape(-1, CHUNK, n_query)
+            first = chunks.argmin(axis=1)
+            at[lo // CHUNK : hi // CHUNK] = first
+            minima[lo // CHUNK : hi // CHUNK] = np.take_along_axis(chunks, first[:, None], 1)[:, 0]
+        return minima, at
 
-    def _certify(self, g, minima, rows, Q, exclude, margin, indices, distances):
-        """Nearest row of group ``g`` for the queries ``rows`` whose best chunk has no rival within the margin.
+    def _certify(self, g, minima, at, rows, Q, exclude, sq_q, gamma, indices, distances):
+        """Nearest row of group ``g`` for the queries ``rows`` whose best chunk has no rival within the bound.
 
-        ``minima`` holds the group's chunk minima, shape (n_chunks_g, rows.size).
-        Returns the other queries, whose rivals need :meth:`_search_group`.
+        ``minima`` holds the group's chunk minima, shape (n_chunks_g, rows.size),
+        and ``at`` their positions in their chunks.  The best chunk's first row
+        at the minimum bounds the nearest exact value from above
+        (:class:`~pll.neighbors.screening.Screen`); a chunk whose minimum
+        lies beyond that bound plus the rounding cannot hold the nearest row.
+        With exact values (``gamma`` 0) that row is the answer itself, the
+        lowest index at the least distance; otherwise a query with a single
+        chunk within the bound has its chunk reranked in float64.  Returns the
+        other queries, whose rivals need :meth:`_search_group`.
         """
+        columns = np.arange(rows.size)
         best = minima.argmin(axis=0)
-        lowest = minima[best, np.arange(rows.size)]
-        single = (minima <= lowest + margin[rows]).sum(axis=0) == 1
+        lowest = minima[best, columns]
+        slot = (self.group_chunks[g] + best) * CHUNK + at[best, columns]
+        gam = gamma[rows]
+        exact = gam == 0
+        if exact.any():
+            q = rows[exact]
+            dist = np.sqrt(np.maximum(lowest[exact].astype(np.float64) + sq_q[q], 0.0))
+            indices[q, g], distances[q, g] = np.where(np.isinf(dist), -1, self.rows[slot[exact]]), dist
+        margin = self.screen.margin(sq_q[rows], gam, self.sq[slot])
+        single = ~exact & ((minima <= lowest + margin).sum(axis=0) == 1)
         first = (self.group_chunks[g] + best[single]) * CHUNK
         q = rows[single]
         idx, dist = rerank(self.X_train, Q[q], self.rows[first[:, None] + np.arange(CHUNK)], 1, exclude=exclude[q])
         indices[q, g], distances[q, g] = idx[:, 0], dist[:, 0]
-        return rows[~single]
+        return rows[~single & ~exact]
 
     def _search_group(self, g, Q, queries, exclude, indices, distances):
-        """Exact search of group ``g`` for queries whose screening left near-ties across chunks."""
+        """Exact search of group ``g`` for queries whose screening left near-ties across chunks.
+
+        The group's :class:`~pll.neighbors.exact.ExactIndex` is kept for the
+        index's later searches (its own rows, then new rows).
+        """
         members = self.rows[self.group_chunks[g] * CHUNK : self.group_chunks[g + 1] * CHUNK]
         members = members[members >= 0]
-        indices[queries, g], distances[queries, g] = nearest_among(self.X_train, members, Q[queries], exclude[queries])
+        if g not in self._group_index:
+            self._group_index[g] = ExactIndex(self.X_train[members])
+        indices[queries, g], distances[queries, g] = nearest_among(
+            self.X_train, members, Q[queries], exclude[queries], self._group_index[g]
+        )

@@ -78,8 +78,9 @@ class Screen:
     Attributes
     ----------
     rows : array of shape (n, d + 1), ``dtype``
+    sq : float64 array of shape (n,)
+        Squared centered norms.
     sq_max : float
-        The largest squared centered norm.
     center : float64 array of shape (d,)
     """
 
@@ -93,9 +94,9 @@ class Screen:
         self.gamma = rounding_gamma(d, self.dtype)
         self.shrink = 0.0 if self.integral else 2 * self.gamma
         centered = np.asarray(X, dtype=np.float64) - self.center
-        sq = np.einsum("ij,ij->i", centered, centered)
-        self.sq_max = float(sq.max(initial=0.0))
-        self.rows = np.hstack([centered, (1.0 - self.shrink) * sq[:, None]]).astype(self.dtype)
+        self.sq = np.einsum("ij,ij->i", centered, centered)
+        self.sq_max = float(self.sq.max(initial=0.0))
+        self.rows = np.hstack([centered, (1.0 - self.shrink) * self.sq[:, None]]).astype(self.dtype)
 
     def queries(self, Q):
         """Query rows, their squared centered norms (float64), and each query's ``g`` (0 where values are exact)."""
@@ -107,6 +108,14 @@ class Screen:
             limit = 2.0 ** (np.finfo(self.dtype).nmant + 1)
             gamma[integral_rows(Q) & (self.sq_max + 2 * np.sqrt(sq_q * self.sq_max) < limit)] = 0.0
         return B, sq_q, gamma
+
+    def margin(self, sq_q, gamma, sq_x):
+        """How far above row ``x``'s screening value another row's may lie and still be as near, per query.
+
+        ``L(q) + U(q, x)``, with ``U(q, x) = 2 g |q|^2 + (2 g + 2h) |x|^2`` bounding
+        ``t - s`` from above as ``L`` bounds ``s - t``.
+        """
+        return 4 * gamma * sq_q + np.maximum(2 * gamma - self.shrink, 0.0) * self.sq_max + (2 * gamma + self.shrink) * sq_x
 
     def bar(self, kth, sq_q, gamma):
         """Per query: the screening value above which a row lies farther than ``kth`` (a float64 distance)."""
