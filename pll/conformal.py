@@ -224,13 +224,11 @@ def fit_temperature(conformity_values, bags):
     against the estimate's uncertainty is largest where the bags say least.
     """
     bags = _as_bags(bags, np.shape(conformity_values))
-    logc = _log_conformity(conformity_values)
+    every = np.ones_like(bags)
 
     def loglik(log_t):
-        z = logc / math.exp(log_t)
-        z -= z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        return float((np.log((e * bags).sum(axis=1)) - np.log(e.sum(axis=1))).sum())
+        with np.errstate(divide="ignore"):  # a bag of no plausibility at an extreme T: log 0 = -inf, never chosen
+            return float(np.log((plausibility(conformity_values, every, math.exp(log_t)) * bags).sum(axis=1)).sum())
 
     low, high = LOG_TEMPERATURE_RANGE
     best = minimize_scalar(lambda t: -loglik(t), bounds=(low, high), method="bounded", options={"xatol": 1e-4}).x
@@ -295,7 +293,7 @@ def weighted_quantile(scores, weights, alpha):
     ``scores`` and ``weights`` are (n, l) (a calibration row per row, its
     weights summing to 1); ``t(s)`` is the weight on scores ``≥ s``.
     """
-    s, _, tail, n = _calibration_tail(scores, weights)
+    s, tail, n = _calibration_tail(scores, weights)
     need = _needed_tail(n, alpha)
     if need < 0:
         return math.inf
@@ -304,7 +302,7 @@ def weighted_quantile(scores, weights, alpha):
 
 
 def _calibration_tail(scores, weights):
-    """The calibration scores with positive weight, sorted; their weights; ``t`` at each (and 0 past the last); n."""
+    """The calibration scores with positive weight, sorted; ``t`` at each (and 0 past the last); n."""
     scores = np.asarray(scores, dtype=np.float64)
     weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), scores.shape)
     keep = weights > 0
@@ -312,7 +310,7 @@ def _calibration_tail(scores, weights):
     order = np.argsort(s, kind="stable")
     s, w = s[order], w[order]
     tail = np.append(np.cumsum(w[::-1])[::-1], 0.0)
-    return s, w, tail, scores.shape[0]
+    return s, tail, scores.shape[0]
 
 
 def conformal_quantile(scores, alpha):
@@ -429,7 +427,7 @@ class ConformalSets(BaseEstimator):
         temperature = fit_temperature(values, bags) if needs_temperature else None
         scores = nonconformity(values, score, temperature)
         weights, _ = calibration_weights(scores, values, bags, self.procedure, temperature)
-        self._scores, _, self._tail, _ = _calibration_tail(scores, weights)
+        self._scores, self._tail, _ = _calibration_tail(scores, weights)
         quantile = weighted_quantile(scores, weights, self.alpha)
         inside = np.where(_as_bags(bags, scores.shape), scores, np.nan)
         self.classes_ = classes
