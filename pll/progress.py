@@ -28,7 +28,8 @@ from .errors import InvalidParameterError
 
 MIN_ROWS_ENV = "PLL_PROGRESS_MIN_ROWS"
 DEFAULT_MIN_ROWS = 100_000
-"""Loops over fewer rows report nothing (``$PLL_PROGRESS_MIN_ROWS`` overrides): they end within seconds."""
+"""Loops over fewer rows (``$PLL_PROGRESS_MIN_ROWS`` overrides) stay quiet unless they run longer than the
+interval between two lines: most end within seconds, but a crowd of tied rows can make a small search slow."""
 DEFAULT_EVERY_SECONDS = 20.0
 """Seconds between two lines of one loop; its last line comes when it ends, whatever the interval."""
 
@@ -104,7 +105,7 @@ class _Listener:
 
     def follow(self, blocks, what):
         total = sum(b.stop - b.start for b in blocks)
-        if not (self.busy or total == 0 or total < self.min_rows):
+        if not (self.busy or total == 0):
             blocks = self._report(blocks, what, total)
         return blocks if self.stop is None else self._stoppable(blocks, what)
 
@@ -115,16 +116,17 @@ class _Listener:
             yield b
 
     def _report(self, blocks, what, total):
+        """Lines every ``every_seconds``, and at the end of a loop of ``min_rows`` rows or of one that spoke."""
         self.busy = True
         try:
             start = last = self.clock()
-            done = 0
+            done, spoke = 0, total >= self.min_rows
             for b in blocks:
                 yield b
                 done += b.stop - b.start
                 now = self.clock()
-                if done == total or now - last >= self.every_seconds:
-                    last = now
+                if (done == total and spoke) or now - last >= self.every_seconds:
+                    last, spoke = now, True
                     self.callback(Progress(what, done, total, now - start))
         finally:
             self.busy = False
@@ -139,10 +141,11 @@ _LISTENER: ContextVar[_Listener | None] = ContextVar("pll_progress_listener", de
 
 @contextmanager
 def reporting(callback, min_rows=None, every_seconds=DEFAULT_EVERY_SECONDS, clock=time.monotonic, stop=None):
-    """Within this block, loops over at least ``min_rows`` rows call ``callback`` with a :class:`Progress`.
+    """Within this block, loops call ``callback`` with a :class:`Progress` as they go.
 
-    Each such loop reports every ``every_seconds`` (at block ends) and once
-    when it ends.  A loop that runs inside another reporting loop stays quiet:
+    Every loop reports every ``every_seconds`` (at block ends); one over at
+    least ``min_rows`` rows, or one that has reported, also when it ends: a
+    short loop that ends within the interval says nothing.  A loop that runs inside another reporting loop stays quiet:
     the outer one already counts those rows.  With ``stop``, every loop (of
     any size) asks it before each block and raises :class:`Stopped` when it
     answers true: a run whose stage failed ends its other stages within a

@@ -95,14 +95,16 @@ def test_method_predictions_and_disambiguation_report(data, monkeypatch):
         np.testing.assert_array_equal(getattr(loud, name), getattr(quiet, name))
 
 
-def test_nothing_is_reported_below_min_rows(data):
+def test_loops_below_min_rows_report_only_when_they_run_long(data):
     X, Q = data
-    found, listening = collect(min_rows=451)
+    found, listening = collect(min_rows=451, every_seconds=20.0)  # the clock moves 1 s per block
     with listening:
-        exact.ExactIndex(X).search(Q, 5)  # 450 queries
+        exact.ExactIndex(X).search(Q, 5)  # 450 queries in one block
         for _ in track(blocks(451, 100), "long enough"):
             pass
-    assert {p.what for p in found} == {"long enough"}
+        for _ in track(blocks(300, 10), "small but slow"):  # 30 blocks: 30 s
+            pass
+    assert [(p.what, p.done) for p in found] == [("long enough", 451), ("small but slow", 200), ("small but slow", 300)]
 
 
 def test_min_rows_comes_from_the_environment(monkeypatch):
