@@ -81,6 +81,19 @@ def test_more_copies_than_a_chunk_train_chunk_by_chunk():
     net = clf.networks_[0]
     assert net.t_ == 2 * S.sum()  # every copy seen once per epoch
     assert (clf.predict(X) == y).mean() > 0.8
+    # the weights are the network's own on the bag: every row's weights were set after its last chunk
+    np.testing.assert_allclose(clf.weights_.sum(axis=1), 1.0)
+    assert (clf.disambiguate().labels == y).mean() > 0.8
+
+
+def test_max_steps_caps_the_epochs():
+    X, y = blobs(200)
+    S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)  # 400 copies: 20 steps of 20 copies an epoch
+    assert Proden(max_epochs=10, n_networks=1, random_state=0).fit(X, S).n_epochs_ == 10
+    capped = Proden(max_epochs=10, max_steps=50, n_networks=1, random_state=0).fit(X, S)
+    assert capped.n_epochs_ == 2 and capped.weight_changes_.shape == (1, 2)
+    assert capped.networks_[0].t_ == 2 * 400
+    assert Proden(max_epochs=10, max_steps=1, n_networks=1, random_state=0).fit(X, S).n_epochs_ == 1
 
 
 # --- seeds ----------------------------------------------------------------------------------------
