@@ -47,9 +47,20 @@ def rounding_gamma(d, *dtypes):
     return 4 * n * u / (1 - n * u)
 
 
+# Rows sampled for the screening's center: any center is correct, a central one keeps the norms small.
+_CENTER_SAMPLE = 2048
+# Rows checked at once for whole numbers: continuous data fails on the first block.
+_INTEGRAL_BLOCK = 4096
+
+
 def integral_rows(X):
     """Rows whose values are all whole numbers, bool array of shape (n,)."""
     return (np.asarray(X) == np.round(X)).all(axis=1)
+
+
+def all_integral(X):
+    """True when every value of ``X`` is a whole number; stops at the first block that has another."""
+    return all(integral_rows(X[lo : lo + _INTEGRAL_BLOCK]).all() for lo in range(0, X.shape[0], _INTEGRAL_BLOCK))
 
 
 class Screen:
@@ -87,16 +98,19 @@ class Screen:
     def __init__(self, X, dtype=np.float32):
         n, d = X.shape
         self.dtype = np.dtype(dtype)
-        self.integral = bool(integral_rows(X).all())
-        # The median: a few rows of huge norm would pull a mean, and every centered norm with it, far out.
-        center = np.median(X, axis=0).astype(np.float64) if n else np.zeros(d)
+        self.integral = all_integral(X)
+        # The median of evenly spaced rows: a few rows of huge norm would pull a mean, and every centered norm
+        # with it, far out.
+        center = np.median(X[:: max(1, n // _CENTER_SAMPLE)], axis=0).astype(np.float64) if n else np.zeros(d)
         self.center = np.round(center) if self.integral else center
         self.gamma = rounding_gamma(d, self.dtype)
         self.shrink = 0.0 if self.integral else 2 * self.gamma
         centered = np.asarray(X, dtype=np.float64) - self.center
         self.sq = np.einsum("ij,ij->i", centered, centered)
         self.sq_max = float(self.sq.max(initial=0.0))
-        self.rows = np.hstack([centered, (1.0 - self.shrink) * self.sq[:, None]]).astype(self.dtype)
+        self.rows = np.empty((n, d + 1), dtype=self.dtype)
+        self.rows[:, :d] = centered
+        self.rows[:, d] = (1.0 - self.shrink) * self.sq
 
     def queries(self, Q):
         """Query rows, their squared centered norms (float64), and each query's ``g`` (0 where values are exact)."""
