@@ -66,11 +66,18 @@ def test_reweighting_beats_a_network_that_keeps_the_uniform_weights(ambiguous, f
 
 def test_standardizes_inside_so_feature_scale_does_not_matter(ambiguous):
     X, y, S = ambiguous
-    scaled = X * np.logspace(-3, 3, X.shape[1]) + 100.0
+    # a positive factor per feature passes through the cube root, so standardizing removes it
+    scaled = X * np.logspace(-3, 3, X.shape[1])
     a = Proden(**FAST, random_state=1).fit(X[:300], S[:300])
     b = Proden(**FAST, random_state=1).fit(scaled[:300], S[:300])
     np.testing.assert_allclose(a.predict_proba(X[300:400]), b.predict_proba(scaled[300:400]), atol=1e-6)
-    np.testing.assert_allclose(b.mean_, scaled[:300].mean(axis=0))
+    np.testing.assert_allclose(b.mean_, np.cbrt(scaled[:300]).mean(axis=0))
+    # without the root, a shift too
+    shifted = scaled + 100.0
+    c = Proden(**FAST, cube_root=False, random_state=1).fit(X[:300], S[:300])
+    d = Proden(**FAST, cube_root=False, random_state=1).fit(shifted[:300], S[:300])
+    np.testing.assert_allclose(c.predict_proba(X[300:400]), d.predict_proba(shifted[300:400]), atol=1e-6)
+    np.testing.assert_allclose(d.mean_, shifted[:300].mean(axis=0))
 
 
 def test_more_copies_than_a_chunk_train_chunk_by_chunk():
@@ -115,7 +122,7 @@ def test_networks_differ_and_the_prediction_averages_them():
     X, y = blobs(90)
     S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)
     clf = Proden(max_epochs=5, n_networks=3, random_state=0).fit(X, S)
-    probas = [net.predict_proba((X - clf.mean_) / clf.scale_) for net in clf.networks_]
+    probas = [net.predict_proba((np.cbrt(X) - clf.mean_) / clf.scale_) for net in clf.networks_]
     assert not np.allclose(probas[0], probas[1])
     np.testing.assert_allclose(clf.predict_proba(X), np.mean(probas, axis=0))
 
@@ -233,6 +240,7 @@ def test_bad_data_gets_the_same_errors_as_the_other_methods():
         ({"batch_size": True}, "'batch_size'"),
         ({"hidden_layer_sizes": (0,)}, "'hidden_layer_sizes'"),
         ({"hidden_layer_sizes": 256}, "'hidden_layer_sizes'"),
+        ({"cube_root": "yes"}, "'cube_root'"),
         ({"init": "knn"}, "'init'"),
         ({"threshold": 1.5}, "'threshold'"),
         ({"random_state": -1}, "'random_state'"),

@@ -46,10 +46,11 @@ class Proden(BagWeightClassifier):
     The network is scikit-learn's :class:`~sklearn.neural_network.MLPClassifier`
     (ReLU, Adam), fitted epoch by epoch with ``partial_fit`` on shuffled
     chunks of :data:`CHUNK_COPIES` copies: memory holds ``X`` and one chunk,
-    never the whole expansion.  Features are standardized inside the
-    estimator (zero mean, unit variance, learned at ``fit``), since Adam's
-    steps and the L2 penalty assume features on one scale: no feature
-    pipeline is needed in front of it.
+    never the whole expansion.  Features are transformed inside the
+    estimator: a signed cube root (``cube_root``), then standardized (zero
+    mean, unit variance, learned at ``fit``), since Adam's steps and the L2
+    penalty assume features on one scale; no feature pipeline is needed in
+    front of it.
 
     ``n_networks`` networks, from different seeds, are trained this way
     independently; the prediction averages their probabilities.  One network
@@ -67,6 +68,14 @@ class Proden(BagWeightClassifier):
 
     Parameters
     ----------
+    cube_root : bool, default=True
+        Take ``sign(x) |x|^(1/3)`` of every feature before standardizing:
+        it compresses heavy tails (bird-song's features reach 10^5 with a
+        median of 0.09; msrc-v2's are sparse histograms) so that a few
+        extreme values do not dominate the first layer.  On msrc-v2 it
+        raised the test accuracy by 4 points (``benchmarks/proden.py``).
+        For non-negative features a min-max scaling in front changes
+        nothing (the root of ``x / max`` is the root of ``x`` rescaled).
     hidden_layer_sizes : tuple of int, default=(256,)
         Units of each hidden layer.
     alpha : float >= 0, default=1e-4
@@ -111,8 +120,8 @@ class Proden(BagWeightClassifier):
     S_train_ : ndarray of shape (n, l), bool
         The candidate sets over ``classes_`` (empty bags stay empty here).
     mean_, scale_ : ndarray of shape (d,)
-        The standardization: ``(X - mean_) / scale_`` (a constant feature
-        has scale 1).
+        The standardization of the (cube-rooted) features: ``(X - mean_) /
+        scale_`` (a constant feature has scale 1).
     networks_ : list of estimators
         The fitted networks (a :class:`~sklearn.dummy.DummyClassifier` when
         every bag holds the same single class).
@@ -146,6 +155,7 @@ class Proden(BagWeightClassifier):
     """
 
     _parameter_constraints = {
+        "cube_root": ["boolean"],
         "hidden_layer_sizes": [tuple, list],  # of positive ints: _validate_params
         "alpha": [Interval(Real, 0, None, closed="left")],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
@@ -163,6 +173,7 @@ class Proden(BagWeightClassifier):
         self,
         hidden_layer_sizes=(256,),
         *,
+        cube_root=True,
         alpha=1e-4,
         learning_rate_init=1e-3,
         batch_size=256,
@@ -175,6 +186,7 @@ class Proden(BagWeightClassifier):
         random_state=None,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
+        self.cube_root = cube_root
         self.alpha = alpha
         self.learning_rate_init = learning_rate_init
         self.batch_size = batch_size
@@ -223,8 +235,9 @@ class Proden(BagWeightClassifier):
         check_init_rows(self, n)
         S_train, classes = encode_bags(S, n)
         bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
-        self.mean_ = X.mean(axis=0)
-        spread = X.std(axis=0)
+        rooted = np.cbrt(X) if self.cube_root else X
+        self.mean_ = rooted.mean(axis=0)
+        spread = rooted.std(axis=0)
         self.scale_ = np.where(spread > 0, spread, 1.0)
         Z = self._standardized(X)
         seed = (check_random_state(None).randint(2**31) if self.random_state is None else self.random_state)
@@ -247,7 +260,8 @@ class Proden(BagWeightClassifier):
         return self
 
     def _standardized(self, X):
-        return (X - self.mean_) / self.scale_
+        """The network's input: ``X`` cube-rooted (``cube_root``) and standardized."""
+        return ((np.cbrt(X) if self.cube_root else X) - self.mean_) / self.scale_
 
     def _train(self, Z, bags, rows, cols, W, seed, k):
         """Network ``k``: its epochs over shuffled chunks of copies, a reweighting after each; (net, weights, changes)."""
