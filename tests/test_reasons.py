@@ -269,8 +269,8 @@ def test_conformal_several_labels_are_conflict_and_an_empty_set_no_support():
     r = tight.predict_with_reject(np.array([[19.0, 0.0], [5.0, 0.0]]))
     check_codes(r)
     assert r.reason.tolist() == [NO_SUPPORT, NONE] and r.sets.sum(axis=1).tolist() == [0, 1]
-    # Too few calibration rows for α = 0.01: q̂ = inf, every set is both classes.
-    loose = pll.ConformalSets(method, alpha=0.01).fit(X[1:40:2], S[1:40:2])
+    # Bags of both classes calibrated by their least conforming candidate: q̂ = 1, every set is both classes.
+    loose = pll.ConformalSets(method, alpha=0.2, procedure="conservative").fit(X[1:40:2], np.ones((20, 2), bool))
     r = loose.predict_with_reject(np.array([[5.0, 0.0]]))
     assert r.reason.tolist() == [CONFLICT] and r.sets.sum() == 2
 
