@@ -15,12 +15,21 @@ fitted on all training rows with the narrowed bags.  Below their table line, the
 before and after and the share of training rows whose narrowed bag still holds the true label.  BLAS is held to one thread, so the ratios do
 not depend on what else runs beside it.
 
-Run: ``nice .venv/bin/python benchmarks/proden.py [--seeds 0 1 2 3 4] [--variants NAME ...]``.
+``--rows N``: instead, the defaults at scale on ``N`` rows of
+:func:`pll.data.synthetic.make_partial_label_table` (the scale benchmark's table: 32 features,
+20 classes, bags of the true label and 0-3 others), with progress lines: fit seconds, the
+process's peak resident memory, the share of training rows disambiguated to their true label,
+and the fit time as a ratio to one scikit-learn epoch (``MLPClassifier.partial_fit`` over all
+copies at once, uniform weights, the same network), measured in the same run.
+
+Run: ``nice .venv/bin/python benchmarks/proden.py [--seeds 0 1 2 3 4] [--variants NAME ...] [--rows N]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
+import tempfile
 import time
 from pathlib import Path
 
@@ -81,11 +90,46 @@ def measure(params, seeds, clean_alpha=None):
     return accuracy, seconds, bags
 
 
+def at_scale(n_rows):
+    """The defaults on ``n_rows`` synthetic rows: seconds, peak memory, disambiguation, ratio to one plain epoch."""
+    from sklearn.neural_network import MLPClassifier
+
+    from pll.data.synthetic import make_partial_label_table
+    from pll.progress import reporting
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"synthetic-{n_rows}.parquet"
+        make_partial_label_table(n_rows, random_state=0).to_parquet(path, index=False)
+        ds = pll.load_dataset(path)
+    model = pll.Proden(random_state=0)
+    print(f"{n_rows:,} rows, {int(ds.S.sum()):,} copies; {model.get_params()}", flush=True)
+    t0 = time.perf_counter()
+    with reporting(lambda progress: print(progress, flush=True)):
+        model.fit(ds.X, ds.S)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    accuracy = (model.disambiguate().labels == ds.y).mean()
+    rows, cols = np.nonzero(ds.S)
+    Z = (np.cbrt(ds.X[rows]) - model.mean_) / model.scale_
+    t0 = time.perf_counter()
+    MLPClassifier(model.hidden_layer_sizes, batch_size=model.batch_size, random_state=0).partial_fit(
+        Z, cols, classes=np.arange(ds.S.shape[1]), sample_weight=1.0 / ds.S.sum(axis=1)[rows])
+    epoch = time.perf_counter() - t0
+    print(f"fit {seconds:.0f} s ({model.n_networks} networks x {model.n_epochs_} epochs), peak RSS {peak:.2f} GiB, "
+          f"disambiguation accuracy {100 * accuracy:.1f} %; one plain epoch {epoch:.0f} s, "
+          f"fit / plain epoch {seconds / epoch:.1f}x")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", nargs="+", default=[*VARIANTS, *CLEANING], choices=[*VARIANTS, *CLEANING])
+    parser.add_argument("--rows", type=int, default=None, help="measure the defaults at scale instead")
     args = parser.parse_args(argv)
+    if args.rows is not None:
+        with threadpool_limits(1):
+            at_scale(args.rows)
+        return
     print(f"seeds {args.seeds}; defaults: {pll.Proden().get_params()}")
     print(f"| variant | {' | '.join(DATASETS)} | fit time ratio |\n| --- |{' --- |' * len(DATASETS)} --- |")
     baseline = None
