@@ -286,3 +286,20 @@ def test_registered_and_run_through_the_protocol():
     # epoch: with one 256-copy batch per epoch it reached 77 %, PL-kNN 97 %)
     assert set(result.metrics["proden"]) == set(result.metrics["pl_knn"])
     assert result.metrics["proden"]["accuracy"] > 0.9
+
+
+def test_trained_and_scored_as_pll_train_and_pll_score_do():
+    """``pll train --method proden`` fits through pll.scoring.fit_model; the model scores a new table, pickled."""
+    import pickle
+
+    import pandas as pd
+
+    from pll.scoring import fit_model
+
+    ds = pll.noise.apply_noise(pll.load_dataset("iris"), "auto", random_state=0)
+    model = pickle.loads(pickle.dumps(fit_model(ds, "proden", {"max_epochs": 30, "n_networks": 2}, random_state=0)))
+    new = pd.DataFrame({"x3": [0.2, 2.3], "x2": [1.4, 5.9], "x1": [3.5, 3.0], "x0": [5.1, 6.8],
+                        "candidates": [None, "virginica|versicolor"]})
+    scored = model.predict_frame(new)
+    assert scored["label"].tolist() == ["setosa", "virginica"]
+    assert scored["accept"].tolist() == (scored["score"] >= 0.9).tolist()
