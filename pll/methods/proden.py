@@ -252,10 +252,14 @@ class Proden(BagWeightClassifier):
             self.n_epochs_ = 0
             self.weight_changes_ = np.zeros((self.n_networks, 0))
             return self
-        trained = [self._train(Z, bags, rows, cols, start, seed, k) for k in range(self.n_networks)]
-        self.networks_ = [net for net, _, _ in trained]
-        self.weights_ = np.mean([W for _, W, _ in trained], axis=0)
-        self.weight_changes_ = np.array([changes for _, _, changes in trained])
+        self.networks_, total, changes = [], np.zeros(bags.shape), []
+        for k in range(self.n_networks):  # one network's weights at a time: n x l each
+            net, W, network_changes = self._train(Z, bags, rows, cols, start, seed, k)
+            self.networks_.append(net)
+            total += W
+            changes.append(network_changes)
+        self.weights_ = total / self.n_networks
+        self.weight_changes_ = np.array(changes)
         self.n_epochs_ = self.weight_changes_.shape[1]
         return self
 
