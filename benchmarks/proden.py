@@ -1,8 +1,8 @@
 """What each of `pll.Proden`'s defaults is worth: accuracy of one change at a time, on bird-song and msrc-v2.
 
 Every variant is ``pll.Proden(**defaults, **change)`` fitted on the training part of
-``pll.train_test_split`` (80/20, seeds 0-4) of the shared real-world sets, as loaded (no
-protocol), and scored on the test part: test accuracy mean ± std over the seeds (%), and fit
+``pll.train_test_split`` (80/20, seeds 0-4) of the shared real-world sets, as loaded (``--protocol none``; or
+prepared as the DST-PLL paper does, ``--protocol dst-pll``), and scored on the test part: test accuracy mean ± std over the seeds (%), and fit
 seconds summed over seeds and data sets as a ratio to the first variant (the issue's sketch: one
 network, 100 epochs, standardized features without the cube root), measured in the same run.
 
@@ -71,11 +71,11 @@ def cleaned_bags(X, S, alpha, seed):
     return kept
 
 
-def measure(params, seeds, clean_alpha=None):
+def measure(params, seeds, clean_alpha=None, protocol="none"):
     """Test accuracies by data set (one per seed), the fit seconds of all of them, and cleaning's effect."""
     accuracy, seconds, bags = {}, 0.0, []
     for name in DATASETS:
-        ds = pll.load_dataset(DATA / f"{name}.mat")
+        ds = pll.load_dataset(DATA / f"{name}.mat", protocol=protocol)
         accuracy[name] = []
         for seed in seeds:
             train, test = pll.train_test_split(ds, random_state=seed)
@@ -124,18 +124,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", nargs="+", default=[*VARIANTS, *CLEANING], choices=[*VARIANTS, *CLEANING])
+    parser.add_argument("--protocol", default="none", choices=["none", "dst-pll"],
+                        help="how the data sets are prepared (pll.load_dataset); dst-pll: as the DST-PLL paper")
     parser.add_argument("--rows", type=int, default=None, help="measure the defaults at scale instead")
     args = parser.parse_args(argv)
     if args.rows is not None:
         with threadpool_limits(1):
             at_scale(args.rows)
         return
-    print(f"seeds {args.seeds}; defaults: {pll.Proden().get_params()}")
+    print(f"seeds {args.seeds}; protocol {args.protocol}; defaults: {pll.Proden().get_params()}")
     print(f"| variant | {' | '.join(DATASETS)} | fit time ratio |\n| --- |{' --- |' * len(DATASETS)} --- |")
     baseline = None
     with threadpool_limits(1):
         for variant in args.variants:
-            accuracy, seconds, bags = measure(VARIANTS.get(variant, {}), args.seeds, CLEANING.get(variant))
+            accuracy, seconds, bags = measure(VARIANTS.get(variant, {}), args.seeds, CLEANING.get(variant), args.protocol)
             baseline = baseline or seconds
             cells = " | ".join(f"{100 * np.mean(a):.1f} ± {100 * np.std(a, ddof=1) if len(a) > 1 else 0:.1f}"
                                for a in accuracy.values())
