@@ -131,3 +131,22 @@ def test_nearest_row_per_group_of_repeated_rows_matches_the_oracle(integer):
             first = np.argmax(groups[order] == g, axis=1)
             np.testing.assert_array_equal(indices[:, g], order[np.arange(order.shape[0]), first])
             np.testing.assert_array_equal(distances[:, g], dist[np.arange(order.shape[0]), first])
+
+
+def test_nndescent_indexes_each_distinct_row_once_and_expands_copies_by_index():
+    """Repeated rows would fill pynndescent's graph with zero distances; the index holds each row once."""
+    table = make_repeated_rows_table(3000, n_features=40, n_classes=10, n_prototypes=60, random_state=3)
+    X = table.filter(like="x").to_numpy(dtype=np.float64)
+    X_train, Q = X[:2500], X[2500:]
+    for query in (None, Q):
+        nb = kneighbors(X_train, query, 10, backend="nndescent", recall_sample=0)
+        indices, distances = nearest(X_train, query, 10)
+        assert np.mean(nb.distances <= distances[:, -1:]) >= 0.97  # recall@10, any tied row a hit
+        assert (nb.distances == distances).all(axis=1).mean() > 0.9  # whole lists at the exact distances
+    # A row's own copies are its nearest neighbors, in index order.
+    rows = DistinctRows(X_train)
+    nb = kneighbors(X_train, None, 10, backend="nndescent", recall_sample=0)
+    for r in range(X_train.shape[0]):
+        group = rows.members[rows.offsets[rows.of_row[r]] : rows.offsets[rows.of_row[r] + 1]]
+        copies = group[group != r][:10]
+        np.testing.assert_array_equal(nb.indices[r, : copies.size], copies)

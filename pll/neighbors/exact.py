@@ -80,6 +80,31 @@ def rerank(X_train, Q, candidates, k, *, exclude=None):
     return top_k(candidates, pair_distances(X_train, Q, candidates), k)
 
 
+def rerank_distinct(rows, distinct, Q, candidates, k, *, exclude=None):
+    """:func:`rerank` of candidates that are distinct rows (:class:`~pll.neighbors.distinct.DistinctRows`
+    of the training rows, ``rows`` their values), expanded into the ``k`` nearest training rows."""
+    candidates = np.array(candidates, dtype=np.int64)
+    candidates.sort(axis=1)
+    candidates[:, 1:][candidates[:, 1:] == candidates[:, :-1]] = -1
+    exclude = np.full(Q.shape[0], -1, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
+    candidates[candidates == distinct.excluded(exclude)[:, None]] = -1
+    indices = np.full((Q.shape[0], k), -1, dtype=np.int64)
+    distances = np.full((Q.shape[0], k), np.inf)
+    expand(distinct, candidates, pair_distances(rows, Q, candidates), exclude, indices, distances)
+    return indices, distances
+
+
+def expand(distinct, cand, dist, exclude, indices, distances):
+    """Fill ``indices``/``distances`` (n_queries, k) with the training rows of distinct candidates, by (distance, index).
+
+    ``cand`` holds distinct row numbers (-1: none) and ``dist`` their float64
+    distances; ``exclude`` a training row skipped for each query (-1: none).
+    """
+    order = np.lexsort((cand, dist), axis=1)
+    _expand(np.take_along_axis(cand, order, 1), np.take_along_axis(dist, order, 1), distinct.offsets,
+            distinct.members, exclude, indices, distances)
+
+
 def rounding_bound(sq_query, sq_max, d, *dtypes):
     """Bound on how far a squared distance expanded as |q|^2 + |x|^2 - 2 q.x in the coarsest of ``dtypes``
     can be from the float64 squared distance of :func:`pair_distances` (:func:`~pll.neighbors.screening.rounding_gamma`)."""
@@ -177,9 +202,7 @@ class ExactIndex:
                 unsure = np.flatnonzero(~(values[:, -1] > bar))
                 if unsure.size:
                     cand, dist = self._rescreen(Qb, ex, kk, unsure, cand, dist, gamma == 0.0)
-            order = np.lexsort((cand, dist), axis=1)
-            _expand(np.take_along_axis(cand, order, 1), np.take_along_axis(dist, order, 1), distinct.offsets,
-                    distinct.members, ex, indices[rows], distances[rows])
+            expand(distinct, cand, dist, ex, indices[rows], distances[rows])
         return indices, distances
 
     def _kth(self, cand, dist, exclude, k):

@@ -1,8 +1,11 @@
 """Approximate k-nearest-neighbor search with a pynndescent index.
 
-The training rows' own neighbors are read from the index's k-NN graph (built
+The index holds each distinct training row once
+(:class:`~pll.neighbors.distinct.DistinctRows`): repeated rows would fill
+its graph with zero distances and strand its searches among them.  The
+training rows' own neighbors are read from the index's k-NN graph (built
 anyway), new rows are searched through the index; both are reranked in
-float64 like every backend.  The defaults were tuned on the
+float64 like every backend and expanded into training rows by index.  The defaults were tuned on the
 ``benchmarks/knn.py`` data (200,000 x 32 blobs, k = 10): a thin graph started
 from many random-projection trees with large leaves reaches recall@10 of
 about 0.99 for the training rows' own neighbors with roughly 40% less work
@@ -20,7 +23,8 @@ import numba
 import numpy as np
 
 from ..progress import blocks, track
-from .exact import ExactIndex, rerank
+from .distinct import DistinctRows
+from .exact import ExactIndex, rerank_distinct
 
 QUERY_ROWS = 65_536
 """Queries searched per call to pynndescent: the unit of progress reports and of stopping a search."""
@@ -132,19 +136,25 @@ class NNDescentIndex:
     def __init__(self, X_train, k, *, epsilon=None, query_k=None, random_state=0, **params):
         from pynndescent import NNDescent
 
-        n_train = X_train.shape[0]
         self.X_train = X_train
+        self.distinct = DistinctRows(X_train)
+        self._rows = X_train if self.distinct.all_distinct else X_train[self.distinct.first]
+        n_rows = self._rows.shape[0]
         self.epsilon = epsilon
         self.query_k = query_k
         params = {**DEFAULTS, **params}
-        params["n_neighbors"] = min(params.get("n_neighbors") or graph_neighbors(k, n_train), n_train - 1)
+        params["n_neighbors"] = min(params.get("n_neighbors") or graph_neighbors(k, n_rows), n_rows - 1)
         if params["n_neighbors"] >= WIDE_K:
             params = {**WIDE_GRAPH, **params}
         self._n_jobs = params.get("n_jobs")
-        self._index = NNDescent(X_train, random_state=random_state, **params)
-        self._graph = self._index.neighbor_graph[0]
         self._lock = threading.Lock()
         self._exact = None
+        self._index = self._graph = None
+        # Distinct rows that fit in one random-projection leaf are all compared with each other anyway
+        # (pynndescent also needs more rows than its graph degree): those are searched exactly.
+        if n_rows > params["leaf_size"]:
+            self._index = NNDescent(self._rows, random_state=random_state, **params)
+            self._graph = self._index.neighbor_graph[0]
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -158,7 +168,8 @@ class NNDescentIndex:
     def prepare(self):
         """Build the search structures now rather than on the first query."""
         with self._lock:
-            self._index.prepare()
+            if self._index is not None:
+                self._index.prepare()
 
     def search(self, Q, k, exclude=None):
         """Indices and float64 distances of the ``k`` nearest training rows of each row of ``Q``.
@@ -170,22 +181,26 @@ class NNDescentIndex:
         :meth:`pll.neighbors.exact.ExactIndex.search` for the return values.
         """
         n_query = Q.shape[0]
-        n_train = self.X_train.shape[0]
         exclude = np.full(n_query, -1, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
-        indices = np.empty((n_query, k), dtype=np.int64)
-        distances = np.empty((n_query, k))
-        own = np.flatnonzero(exclude >= 0)
-        new = np.flatnonzero(exclude < 0)
-        if own.size:
-            indices[own], distances[own] = rerank(self.X_train, Q[own], self._graph[exclude[own]], k, exclude=exclude[own])
-        default_k, default_epsilon = query_defaults(k, self._graph.shape[1])
-        query_k = min(max(k, self.query_k or default_k), n_train)
-        epsilon = default_epsilon if self.epsilon is None else self.epsilon
-        for rows in track(blocks(new.size, QUERY_ROWS), "nndescent search"):
-            part = new[rows]
-            with self._lock, _numba_threads(self._n_jobs):
-                cand, _ = self._index.query(Q[part], k=query_k, epsilon=epsilon)
-            indices[part], distances[part] = rerank(self.X_train, Q[part], cand, k)
+        indices = np.full((n_query, k), -1, dtype=np.int64)
+        distances = np.full((n_query, k), np.inf)
+        if self._index is not None:
+            own = np.flatnonzero(exclude >= 0)
+            new = np.flatnonzero(exclude < 0)
+            if own.size:
+                # The row's own distinct row first: its other copies are its nearest neighbors.
+                mine = self.distinct.of_row[exclude[own]]
+                cand = np.column_stack([mine, self._graph[mine]])
+                indices[own], distances[own] = rerank_distinct(self._rows, self.distinct, Q[own], cand, k,
+                                                               exclude=exclude[own])
+            default_k, default_epsilon = query_defaults(k, self._graph.shape[1])
+            query_k = min(max(k, self.query_k or default_k), self._rows.shape[0])
+            epsilon = default_epsilon if self.epsilon is None else self.epsilon
+            for rows in track(blocks(new.size, QUERY_ROWS), "nndescent search"):
+                part = new[rows]
+                with self._lock, _numba_threads(self._n_jobs):
+                    cand, _ = self._index.query(Q[part], k=query_k, epsilon=epsilon)
+                indices[part], distances[part] = rerank_distinct(self._rows, self.distinct, Q[part], cand, k)
         short = np.flatnonzero((indices < 0).any(axis=1))
         if short.size:
             if self._exact is None:
