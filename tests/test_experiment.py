@@ -152,3 +152,22 @@ def test_the_protocol_runs_without_prefect_or_mlflow():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]", "True"]
+
+
+def test_a_run_on_repeated_binary_rows_finds_the_exact_neighbors(tmp_path):
+    """Bag-of-words-like data, where hundreds of rows tie: the default run, its neighbors equal to brute force."""
+    from pll.data.synthetic import make_repeated_rows_table
+    from tests.oracles import nearest
+
+    path = tmp_path / "repeated.parquet"
+    make_repeated_rows_table(2500, n_features=60, n_classes=8, n_prototypes=40, random_state=1).to_parquet(path)
+    ds = pll.load_dataset(str(path))
+    result = run_protocol(ds, seed=0)
+    X = ds.X.astype(np.float64)
+    lo, hi = X[result.rows.train].min(axis=0), X[result.rows.train].max(axis=0)
+    scaled = (X - lo) / np.where(hi > lo, hi - lo, 1.0)  # minmax, as the run's default features
+    nb = result.neighbors["minmax"]
+    np.testing.assert_array_equal(nb.test.indices, nearest(scaled[result.rows.train], scaled[result.rows.test],
+                                                           nb.test.k)[0])
+    for name, metrics in result.metrics.items():
+        assert metrics["accuracy"] > 0.5, name  # eight classes: chance is 1/8
