@@ -83,7 +83,8 @@ def measure(params, seeds, clean_alpha=None, protocol="none"):
             S = train.S
             if clean_alpha is not None:
                 S = cleaned_bags(train.X, train.S, clean_alpha, seed)
-                bags.append((name, train.S.sum(axis=1).mean(), S.sum(axis=1).mean(), S[np.arange(len(S)), train.y].mean()))
+                kept = S[np.arange(len(S)), train.y].mean()
+                bags.append((name, train.S.sum(axis=1).mean(), S.sum(axis=1).mean(), kept))
             clf = pll.Proden(**params, random_state=seed).fit(train.X, S)
             seconds += time.perf_counter() - t0
             accuracy[name].append(float((clf.predict(test.X) == test.y).mean()))
@@ -137,7 +138,8 @@ def main(argv=None):
     baseline = None
     with threadpool_limits(1):
         for variant in args.variants:
-            accuracy, seconds, bags = measure(VARIANTS.get(variant, {}), args.seeds, CLEANING.get(variant), args.protocol)
+            params, clean_alpha = VARIANTS.get(variant, {}), CLEANING.get(variant)
+            accuracy, seconds, bags = measure(params, args.seeds, clean_alpha, args.protocol)
             baseline = baseline or seconds
             cells = " | ".join(f"{100 * np.mean(a):.1f} ± {100 * np.std(a, ddof=1) if len(a) > 1 else 0:.1f}"
                                for a in accuracy.values())

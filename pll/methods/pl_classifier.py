@@ -572,5 +572,5 @@ class PlClassifier(BagWeightClassifier):
         return folds
 
     def _proba(self, X):
-        """Class probabilities of the final estimator for checked ``X`` (see :meth:`BagWeightClassifier.predict_proba`)."""
+        """The final estimator's probabilities for checked ``X`` (:meth:`BagWeightClassifier.predict_proba`)."""
         return _inner_proba(self.estimator_, self._inner_classes, X, self.n_classes_)

@@ -54,10 +54,10 @@ class Proden(BagWeightClassifier):
 
     ``n_networks`` networks, from different seeds, are trained this way
     independently; the prediction averages their probabilities.  One network
-    is a noisy estimate: on bird-song the test accuracy of single networks
-    differed by up to 7 points between seeds, and averaging five removed
-    most of it (``benchmarks/proden.py`` measures each choice of the
-    defaults).
+    is a noisy estimate, and five made the prediction better on both
+    real-world sets: over 5 splits (80/20), bird-song 73.6 % against 73.4 %
+    with one, msrc-v2 55.1 % against 54.0 %, for 7 times the fit time
+    (``benchmarks/proden.py`` measures each choice of the defaults).
 
     Its reject option is shared with :class:`pll.PlClassifier`: accept iff
     the top probability is ``>= threshold`` (the DST-PLL paper's rule for
@@ -268,7 +268,7 @@ class Proden(BagWeightClassifier):
         return ((np.cbrt(X) if self.cube_root else X) - self.mean_) / self.scale_
 
     def _train(self, Z, bags, rows, cols, W, seed, k):
-        """Network ``k``: its epochs over shuffled chunks of copies, a reweighting after each; (net, weights, changes)."""
+        """Network ``k``: epochs over shuffled chunks of copies, reweighting after each; (net, weights, changes)."""
         from sklearn.neural_network import MLPClassifier
 
         rng = np.random.default_rng([seed, k])
