@@ -431,7 +431,7 @@ def cmd_report(args):
     from pll.paper_protocols import get_preset
     from pll.reproduction import ReportOptions, results_page
     from tasks.grid_tracking import grid_results
-    from tasks.tracking_store import resolve_tracking_uri
+    from tasks.tracking import resolve_tracking_uri
 
     tracking_uri = resolve_tracking_uri(args.tracking_uri)
     table, sources, presets = grid_results(tracking_uri, args.sources)

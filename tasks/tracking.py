@@ -7,7 +7,9 @@ worker, log to the right run.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import tempfile
 import time
@@ -15,18 +17,44 @@ from importlib import metadata
 from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll.tables import markdown_table
-# The flows resolve their store through this module too.
-from tasks.tracking_store import DEFAULT_TRACKING_URI, artifact_location, resolve_tracking_uri  # noqa: F401
+from tasks import tracking_store
+from tasks.tracking_store import DEFAULT_TRACKING_URI, SQLITE_PREFIX, artifact_location  # noqa: F401
 
 KEY_PACKAGES = ("pll", "numpy", "scipy", "scikit-learn", "pynndescent", "dask", "prefect", "mlflow")
 BATCH_ENTRIES = 1000  # MLflow's limits of one log_batch call
 BATCH_PARAMS_OR_TAGS = 100
 FIGURE_DPI = 120
+
+
+_CREATED = set()  # SQLite stores this process has opened once under the folder's lock
+
+
+def resolve_tracking_uri(uri: str | None) -> str:
+    """The store a run writes to (:func:`tasks.tracking_store.resolve_tracking_uri`); a SQLite store opened once.
+
+    MLflow creates a SQLite store's tables on its first use, and processes
+    that start at once on a new file race on that schema migration (alembic's
+    ``CommandError``, ``sqlite3.OperationalError``), as scheduled runs do on a
+    fresh install.  Here the first use happens under an exclusive lock on the
+    database's folder: one process creates the tables, the others find them.
+    """
+    uri = tracking_store.resolve_tracking_uri(uri)
+    path = uri[len(SQLITE_PREFIX):] if uri.startswith(SQLITE_PREFIX) else ":memory:"
+    if path != ":memory:" and uri not in _CREATED:
+        folder = os.open(Path(path).resolve().parent, os.O_RDONLY)
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX)
+            MlflowClient(uri).search_experiments(max_results=1)
+        finally:
+            os.close(folder)  # releases the lock
+        _CREATED.add(uri)
+    return uri
 
 
 def git_commit() -> str:
@@ -76,7 +104,14 @@ KIND_TAG = "pll.kind"
 def experiment_id(client, experiment: str, tracking_uri: str) -> str:
     """The id of ``experiment``, created if missing; tagged as classic model development for MLflow's UI."""
     exp = client.get_experiment_by_name(experiment)
-    exp_id = exp.experiment_id if exp else client.create_experiment(experiment, artifact_location(tracking_uri))
+    if exp is None:
+        try:
+            exp_id = client.create_experiment(experiment, artifact_location(tracking_uri))
+        except MlflowException as exc:  # another run, started at the same time, created it first
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else exp_id
     if exp is None or exp.tags.get(EXPERIMENT_KIND_TAG) != CLASSIC_KIND:
         client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, CLASSIC_KIND)
     return exp_id

@@ -1,0 +1,40 @@
+"""The tracking store: processes that start at once on a new SQLite store all get it."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Each process waits for a common start time, then opens the store and logs one run, as a scheduled run does.
+FIRST_RUN = """
+import sys, time
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+from mlflow.tracking import MlflowClient
+from tasks.tracking import experiment_id, resolve_tracking_uri
+uri = resolve_tracking_uri(sys.argv[1])
+client = MlflowClient(uri)
+client.create_run(experiment_id(client, "first", uri))
+"""
+
+
+def test_concurrent_first_runs_on_a_new_store_all_finish(tmp_path):
+    """MLflow's schema migration raced on a new file (alembic CommandError): three of four such processes died."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # The imports take seconds; all four then open the store within a millisecond of each other.
+    start = time.time() + 12
+    processes = [
+        subprocess.Popen([sys.executable, "-c", FIRST_RUN, uri, str(start)], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    assert [p.returncode for p in processes] == [0] * 4, outputs
+    client = MlflowClient(uri)
+    assert len(client.search_runs([client.get_experiment_by_name("first").experiment_id])) == 4
+    assert not list(tmp_path.glob("*.lock"))  # the lock is the folder's: nothing is left beside the store
