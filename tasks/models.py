@@ -227,13 +227,16 @@ def load_model(model_uri: str, tracking_uri: str) -> tuple[FittedModel, dict]:
     possibly None for models saved outside a run.  An unknown URI, or one
     naming a model that is not a pll model, raises :class:`ModelNotFoundError`.
     """
+    if model_uri.startswith(("http://", "https://")):
+        raise ModelNotFoundError(f"model {model_uri!r} is a web address, not a model: give runs:/<run id>/model, "
+                                 "models:/<name>/<version>, models:/<name>@<alias> or a folder")
     with tempfile.TemporaryDirectory() as tmp:
         try:
             local = mlflow.artifacts.download_artifacts(
                 artifact_uri=artifact_location(model_uri, tracking_uri), dst_path=tmp, tracking_uri=tracking_uri
             )
             info = Model.load(local)
-        except (MlflowException, OSError) as exc:
+        except (MlflowException, OSError, ValueError) as exc:  # ValueError: a URI MLflow cannot even parse
             raise ModelNotFoundError(f"model {model_uri!r} not found in {tracking_uri} ({_first_line(exc)})") from None
         try:
             pyfunc = mlflow.pyfunc.load_model(local)

@@ -495,12 +495,21 @@ def test_logged_model_leaves_input_checks_to_pll_and_shows_an_example(store, tmp
 
 @pytest.mark.parametrize(
     "uri", ["models:/m-0123456789abcdef", "models:/no-such-name/1", "models:/no-such-name@champion",
-            "runs:/0123abcd/model", "no/such/folder"]
+            "runs:/0123abcd/model", "no/such/folder", "http://127.0.0.1:9/", "https://models.example/m"]
 )
 def test_unknown_model_uri_is_a_typed_error(uri, store):
     with pytest.raises(ModelNotFoundError) as info:
         load_model(uri, store)
     assert isinstance(info.value, PllError) and uri in str(info.value)
+
+
+def test_a_run_without_a_model_and_a_name_without_versions_are_typed_errors(store):
+    client = MlflowClient(store, registry_uri=store)
+    run = client.create_run(client.create_experiment("no-models"))
+    client.create_registered_model("no-versions-yet")
+    for uri in (f"runs:/{run.info.run_id}/model", "models:/no-versions-yet/latest", "models:/no-versions-yet/1"):
+        with pytest.raises(ModelNotFoundError, match="not found"):
+            load_model(uri, store)
 
 
 # --- flows: train, score one file, score a folder --------------------------------------------------
