@@ -154,21 +154,36 @@ class SignedStore(LocalFileSystem):
         return record
 
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:
-        """Store ``content`` under ``path``, signed; nothing if the cache is not private."""
+        """Store ``content`` under ``path``, signed; nothing if the cache is not private or cannot be written.
+
+        A write that fails (no space, no permission, a read-only folder) leaves
+        no file behind and costs one warning per process, not the stage: the
+        entry is simply missing, and a later run recomputes it.
+        """
         base, file = self._entry(path)
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            warn_once(f"stage cache: entries not written to {base} ({exc.strerror}); stages run on uncached")
+            return str(file)
         key = self._trusted(base)
         if key is None:
             return str(file)
-        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".entry.")  # mode 0600
+        tmp = None
         try:
+            file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".entry.")  # mode 0600
             with os.fdopen(fd, "wb") as f:
                 f.write(MAGIC + self._tag(key, base, file, content))
                 f.write(content)
             os.replace(tmp, file)
+        except OSError as exc:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            warn_once(f"stage cache: entries not written to {base} ({exc.strerror}); stages run on uncached")
         except BaseException:
-            os.unlink(tmp)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
             raise
         return str(file)
 

@@ -230,3 +230,22 @@ def test_a_key_others_can_read_is_refused(tmp_path, monkeypatch, caplog):
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["a"]
     [warning] = cache_warnings(caplog)
     assert str(key) in warning.getMessage() and "mode 644" in warning.getMessage()
+
+
+def test_a_cache_on_a_full_disk_costs_one_warning_and_leaves_no_file(cache_dir, caplog, monkeypatch):
+    """Every write lands on /dev/full (ENOSPC): the stages run on, uncached, and no partial entry is left."""
+    import tasks.cache_store as cache_store
+
+    def full_disk(fd, mode):
+        os.close(fd)
+        return open("/dev/full", mode)
+
+    cache_store.secret_key()  # made before the disk filled up
+    monkeypatch.setattr(cache_store.os, "fdopen", full_disk)
+    for _ in range(2):
+        name, ds = noise_stage(6)
+        assert name == "Completed" and right_bags(ds, 6)  # recomputed: nothing was stored
+    assert [p for p in cache_dir.rglob("*") if p.is_file()] == []
+    [warning] = cache_warnings(caplog)
+    assert str(cache_dir) in warning.getMessage() and "No space left on device" in warning.getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
