@@ -55,7 +55,7 @@ VARIANTS = {
     "init=pl_knn": {"init": "pl_knn"},
     "init=ipal": {"init": "ipal"},
 }
-CLEANING = {"cleaning alpha=0.1": 0.1, "cleaning alpha=0.05": 0.05}
+CLEANING = {"cleaning alpha=0.1": 0.1, "cleaning alpha=0.05": 0.05, "cleaning alpha=0.02": 0.02}
 
 
 def cleaned_bags(X, S, alpha, seed):
