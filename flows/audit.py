@@ -22,7 +22,7 @@ from tasks.audit import audit as audit_task
 from tasks.audit import log_audit
 from tasks.ingest import ingest
 from tasks.noise import add_noise
-from tasks.tracking import end_run, resolve_tracking_uri, start_run, unique_run_name
+from tasks.tracking import end_run, ending_on_error, resolve_tracking_uri, start_run, unique_run_name
 
 DEFAULT_NEIGHBORS = 10
 
@@ -68,14 +68,11 @@ def audit(
                        f"Audit of the training bags of {dataset_label(dataset)}: each ranked by the support its "
                        f"{n_neighbors} nearest other rows give to labels outside it.")
     tag_flow_run(run_id)
-    try:
+    with ending_on_error(tracking_uri, run_id):
         ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
         table = audit_task(ds, features, n_neighbors, knn_backend, knn_options)
         write_atomically({output: lambda path: table.to_parquet(path, index=False)})
         metrics = log_audit(tracking_uri, run_id, table, ds)
-    except BaseException:
-        end_run(tracking_uri, run_id, "FAILED")
-        raise
     end_run(tracking_uri, run_id)
     get_run_logger().info(f"audit of {ds.name}: {len(table)} rows, {int(metrics['empty_bags'])} empty bags; "
                           f"table {output}; MLflow run {run_id}")

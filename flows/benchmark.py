@@ -42,7 +42,15 @@ from tasks.grid_tracking import (
     finished_executions,
     log_grid_results,
 )
-from tasks.tracking import KIND_TAG, PARENT_TAG, end_run, resolve_tracking_uri, start_run, unique_run_name
+from tasks.tracking import (
+    KIND_TAG,
+    PARENT_TAG,
+    end_run,
+    ending_on_error,
+    resolve_tracking_uri,
+    start_run,
+    unique_run_name,
+)
 
 GRID_KIND = "grid"
 
@@ -144,7 +152,7 @@ def benchmark(
                 f"finished before, {len(todo)} to run (MLflow experiment {experiment!r}, parent run {parent})")
     progress = GridProgress(executions, finished, limit)
     tables, failures = {}, []
-    try:
+    with ending_on_error(tracking_uri, parent):
         with dask_cluster(dask_address) as address, ThreadPoolExecutor(limit, thread_name_prefix="cell") as pool:
             futures = {}
             try:
@@ -185,9 +193,6 @@ def benchmark(
         if "table_risk_0.10" in grid_tables:
             publish_table(markdown_table(grid_tables["table_risk_0.10"]),
                           f"Grid {spec.name}: risk_0.10 in %, mean (± std) over seeds (MLflow run {parent})")
-    except BaseException as exc:
-        end_run(tracking_uri, parent, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
-        raise
     end_run(tracking_uri, parent, "FAILED" if failures else "FINISHED")
     result = {
         "parent_run_id": parent,

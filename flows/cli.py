@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 from contextlib import ExitStack
@@ -538,9 +539,17 @@ def main(argv=None):
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"pll: interrupted (Ctrl-C): {args.command} stopped; its MLflow runs are marked KILLED", file=sys.stderr)
+        return 128 + signal.SIGINT
     except TemporaryServerError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 1
+    except BaseException as exc:
+        if type(exc).__name__ != "TerminationSignal":  # Prefect's SIGTERM, imported only with Prefect
+            raise
+        print(f"pll: terminated (SIGTERM): {args.command} stopped; its MLflow runs are marked KILLED", file=sys.stderr)
+        return 128 + signal.SIGTERM
 
 
 if __name__ == "__main__":

@@ -44,7 +44,15 @@ from tasks.noise import add_noise
 from tasks.pipeline_tracking import RUN_KIND, log_results
 from tasks.progress import stop_stages
 from tasks.protocol import run_protocol
-from tasks.tracking import KIND_TAG, PARENT_TAG, end_run, resolve_tracking_uri, start_run, unique_run_name
+from tasks.tracking import (
+    KIND_TAG,
+    PARENT_TAG,
+    end_run,
+    ending_on_error,
+    resolve_tracking_uri,
+    start_run,
+    unique_run_name,
+)
 from tasks.trust import trust_option
 
 
@@ -245,7 +253,7 @@ def pipeline(
                        description)
     tag_flow_run(run_id)
     logger = get_run_logger()
-    try:
+    with ending_on_error(tracking_uri, run_id):
         raw = ingest(dataset, protocol, noisy_bags, mat_variables)
         args = (seed, noise, noise_params, methods, method_params, features, method_features, val_fraction,
                 knn_backend, knn_options, conformal_alpha)
@@ -264,9 +272,6 @@ def pipeline(
         method_runs = {"context": context, "runs": plan.runs, "predictions": prediction_frames(outputs, ds, rows),
                        "lambdas": DEFAULT_LAMBDAS, "tags": links, "run_tags": _with_fit_tags(method_run_tags, outputs)}
         method_run_ids = log_results(tracking_uri, run_id, summary, evaluation, knn, backends, method_runs, figures)
-    except BaseException:
-        end_run(tracking_uri, run_id, "FAILED")
-        raise
     _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs)
     table = evaluation.table
     publish_table(markdown_table(table), f"Metrics of {name} (MLflow run {run_id})")

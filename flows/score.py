@@ -30,7 +30,7 @@ from pll.scoring import (
 )
 from tasks.scoring import link_model, load, load_if_any, log_scoring, score
 from flows.links import flow_run_tags, tag_flow_run
-from tasks.tracking import end_run, resolve_tracking_uri, start_run
+from tasks.tracking import end_run, ending_on_error, resolve_tracking_uri, start_run
 
 
 @flow(name="pll-score", log_prints=LOG_PRINTS)
@@ -126,13 +126,10 @@ def _score_and_log(fitted, source, input_path, output_path, tracking_uri, experi
     run_id = start_run(tracking_uri, experiment, f"score-{Path(input_path).name}", config,
                        tags={**tags, **flow_run_tags()})
     tag_flow_run(run_id)
-    try:
+    with ending_on_error(tracking_uri, run_id):
         link_model(tracking_uri, run_id, source)
         summary, scored = score(fitted, input_path, output_path)
         log_scoring(tracking_uri, run_id, summary, scored, fitted.threshold)
-    except BaseException:
-        end_run(tracking_uri, run_id, "FAILED")
-        raise
     end_run(tracking_uri, run_id)
     get_run_logger().info(f"{input_path}: {summary['accepted']} accepted, {summary['rejected']} rejected -> {output_path}")
     return {**summary, "run_id": run_id}

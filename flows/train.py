@@ -13,7 +13,7 @@ from pll.neighbors import DEFAULT_BACKEND
 from tasks.ingest import ingest
 from tasks.models import fit, input_example, log_model
 from tasks.noise import add_noise
-from tasks.tracking import end_run, resolve_tracking_uri, start_run
+from tasks.tracking import end_run, ending_on_error, resolve_tracking_uri, start_run
 
 
 @flow(name="pll-train", log_prints=LOG_PRINTS)
@@ -94,14 +94,11 @@ def train(
                        description=metrics_note(threshold, reject_lambda, conformal_alpha))
     name_flow_run(name)
     tag_flow_run(run_id)
-    try:
+    with ending_on_error(tracking_uri, run_id):
         ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
         fitted = fit(ds, method, method_params, features, seed, threshold, knn_backend, knn_options, conformal_alpha,
                      reject_lambda)
         logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), registered_name)
-    except BaseException:
-        end_run(tracking_uri, run_id, "FAILED")
-        raise
     end_run(tracking_uri, run_id)
     return {**logged, "run_id": run_id, "experiment": experiment, "tracking_uri": tracking_uri}
 

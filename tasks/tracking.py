@@ -13,6 +13,7 @@ import os
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
@@ -20,9 +21,12 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from prefect import task
+from prefect.context import FlowRunContext
+from prefect.exceptions import TerminationSignal
 from prefect.cache_policies import NO_CACHE
 
 from pll.tables import markdown_table
+from tasks.progress import stop_stages
 from tasks import tracking_store
 from tasks.tracking_store import DEFAULT_TRACKING_URI, SQLITE_PREFIX, artifact_location  # noqa: F401
 
@@ -219,6 +223,30 @@ def log_metrics(client, run_id, metrics: dict):
     """Scalar metrics (step 0), batched."""
     stamp = now_ms()
     log_entries(client, run_id, metrics=[Metric(k, float(v), stamp, 0) for k, v in metrics.items()])
+
+
+INTERRUPTIONS = (KeyboardInterrupt, TerminationSignal)
+"""Ctrl-C, and SIGTERM as Prefect raises it (a worker cancelling a flow run, ``systemd stop``, ``docker stop``)."""
+
+
+@contextmanager
+def ending_on_error(tracking_uri: str, run_id: str):
+    """Within this block, an error ends MLflow run ``run_id`` FAILED and an interruption ends it KILLED.
+
+    An interruption also asks this flow run's stages to stop at their next
+    block of rows (:func:`tasks.progress.stop_stages`): without that, the
+    task runner waits for them to compute to the end before the process can
+    exit.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        interrupted = isinstance(exc, INTERRUPTIONS)
+        flow = FlowRunContext.get()
+        if interrupted and flow is not None:
+            stop_stages(flow.flow_run.id)
+        end_run(tracking_uri, run_id, "KILLED" if interrupted else "FAILED")
+        raise
 
 
 @task(name="end-run", cache_policy=NO_CACHE)

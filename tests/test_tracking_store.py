@@ -5,7 +5,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
+from prefect.exceptions import TerminationSignal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -15,7 +17,9 @@ import sys, time
 start = float(sys.argv[2])
 while time.time() < start:
     pass
+import pytest
 from mlflow.tracking import MlflowClient
+from prefect.exceptions import TerminationSignal
 from tasks.tracking import experiment_id, resolve_tracking_uri
 uri = resolve_tracking_uri(sys.argv[1])
 client = MlflowClient(uri)
@@ -38,3 +42,18 @@ def test_concurrent_first_runs_on_a_new_store_all_finish(tmp_path):
     client = MlflowClient(uri)
     assert len(client.search_runs([client.get_experiment_by_name("first").experiment_id])) == 4
     assert not list(tmp_path.glob("*.lock"))  # the lock is the folder's: nothing is left beside the store
+
+
+@pytest.mark.parametrize("error, status", [(KeyboardInterrupt, "KILLED"), (TerminationSignal(15), "KILLED"),
+                                           (ValueError("a bug"), "FAILED")])
+def test_a_tracked_run_ends_killed_when_interrupted_and_failed_on_an_error(prefect_harness, tracking_uri, error,
+                                                                          status):
+    from tasks.tracking import ending_on_error, experiment_id, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    client = MlflowClient(uri)
+    run_id = client.create_run(experiment_id(client, "ends", uri)).info.run_id
+    with pytest.raises(type(error) if isinstance(error, BaseException) else error):
+        with ending_on_error(uri, run_id):
+            raise error
+    assert client.get_run(run_id).info.status == status
