@@ -815,8 +815,9 @@ def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
     assert "150 rows" in scored.stdout
     # Each row's conformal set, as labels and a size, in the output and in the review queue.
     rows, queue = pd.read_parquet(tmp_path / "scored.parquet"), pd.read_parquet(tmp_path / "scored.review.parquet")
-    assert (rows["set"].str.split("|").map(len) == rows["set_size"]).all()
-    assert set(rows["set"].str.split("|").explode()) <= set(ds.classes) and {"set", "set_size"} <= set(queue.columns)
+    labels = rows["set"].map(lambda labels: labels.split("|") if labels else [])  # "" is the empty set
+    assert (labels.map(len) == rows["set_size"]).all()
+    assert set(labels.explode().dropna()) <= set(ds.classes) and {"set", "set_size"} <= set(queue.columns)
     run = MlflowClient(uri).get_run(load_model(model_uri, uri)[1]["run_id"])
     assert run.data.params["reject_lambda"] == "0.1" and run.data.params["conformal_alpha"] == "0.2"
     assert run.data.metrics["holdout.risk"] <= 0.1 + 1e-12  # the chosen threshold beats rejecting all on the hold-out
