@@ -84,7 +84,7 @@ rows for α (fewer than ``⌈1/α⌉ − 1``: every set would be every label) an
 calibration rows without a single candidate are refused.
 
 The reject option accepts a row exactly when its set is a single label, and
-scores it by the confidence ``1 − p`` of its second most conforming label.
+scores it by the confidence ``1 − p`` of its second most conforming label (0 for an empty set).
 Reasons of a rejection (:mod:`pll.reasons`): a set of two or more labels is
 a ``conflict`` (several labels conform as well as the calibration labels
 do); an empty set is ``no_support`` (no label conforms that well: the
@@ -494,7 +494,10 @@ class ConformalSets(BaseEstimator):
         ``labels``: the most conforming candidate (the set's label when it is
         a singleton; ties: lower class, marked in ``guess``); ``score``: one
         minus the p-value of the second most conforming candidate, so that
-        more certain rows score higher (1 for a row with a single candidate);
+        more certain rows score higher (1 for a row with a single candidate),
+        and 0 for an empty set, where no label conforms (its candidates'
+        small p-values would otherwise score it like a certain row, and no
+        threshold on the score would give this option's own rule);
         ``sets``: :meth:`predict_sets`.  An empty set is a rejection.
         ``reason``: ``conflict`` for a set of several labels, ``no_support``
         for an empty one (see :mod:`pll.conformal`).
@@ -512,7 +515,7 @@ class ConformalSets(BaseEstimator):
         return RejectPrediction(
             labels=self.classes_[first],
             accept=accept,
-            score=1.0 - second,
+            score=np.where(size == 0, 0.0, 1.0 - second),
             guess=(s == s[rows, first][:, None]).sum(axis=1) > 1,
             sets=sets,
             reason=assign(accept, evidence),
