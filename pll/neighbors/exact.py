@@ -69,25 +69,28 @@ def rerank(X_train, Q, candidates, k, *, exclude=None):
     candidates count once.  Rows with fewer than ``k`` valid candidates are
     padded with index -1 at distance inf.
     """
+    candidates = _once(candidates, k, None if exclude is None else np.asarray(exclude))
+    return top_k(candidates, pair_distances(X_train, Q, candidates), k)
+
+
+def _once(candidates, width, skip):
+    """Candidates sorted, each at most once, ``skip`` (per query, or None) removed, padded to ``width``; -1: none."""
     candidates = np.array(candidates, dtype=np.int64)
-    if candidates.shape[1] < k:
-        pad = np.full((candidates.shape[0], k - candidates.shape[1]), -1, dtype=np.int64)
+    if candidates.shape[1] < width:
+        pad = np.full((candidates.shape[0], width - candidates.shape[1]), -1, dtype=np.int64)
         candidates = np.hstack([candidates, pad])
     candidates.sort(axis=1)
     candidates[:, 1:][candidates[:, 1:] == candidates[:, :-1]] = -1
-    if exclude is not None:
-        candidates[candidates == np.asarray(exclude)[:, None]] = -1
-    return top_k(candidates, pair_distances(X_train, Q, candidates), k)
+    if skip is not None:
+        candidates[candidates == skip[:, None]] = -1
+    return candidates
 
 
 def rerank_distinct(rows, distinct, Q, candidates, k, *, exclude=None):
     """:func:`rerank` of candidates that are distinct rows (:class:`~pll.neighbors.distinct.DistinctRows`
     of the training rows, ``rows`` their values), expanded into the ``k`` nearest training rows."""
-    candidates = np.array(candidates, dtype=np.int64)
-    candidates.sort(axis=1)
-    candidates[:, 1:][candidates[:, 1:] == candidates[:, :-1]] = -1
     exclude = np.full(Q.shape[0], -1, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
-    candidates[candidates == distinct.excluded(exclude)[:, None]] = -1
+    candidates = _once(candidates, 0, distinct.excluded(exclude))
     indices = np.full((Q.shape[0], k), -1, dtype=np.int64)
     distances = np.full((Q.shape[0], k), np.inf)
     expand(distinct, candidates, pair_distances(rows, Q, candidates), exclude, indices, distances)
@@ -198,10 +201,11 @@ class ExactIndex:
             values, cand = smallest(screen.rows, B, width, skip)
             dist = self._distances(Qb, sq_q, gamma, cand, values)
             if width < distinct.n_distinct:
-                bar = screen.bar(self._kth(cand, dist, ex, kk), sq_q, gamma)
+                kth = self._kth(cand, dist, ex, kk)
+                bar = screen.bar(kth, sq_q, gamma)
                 unsure = np.flatnonzero(~(values[:, -1] > bar))
                 if unsure.size:
-                    cand, dist = self._rescreen(Qb, ex, kk, unsure, cand, dist, gamma == 0.0)
+                    cand, dist = self._rescreen(Qb, ex, kth[unsure], unsure, cand, dist, gamma == 0.0)
             expand(distinct, cand, dist, ex, indices[rows], distances[rows])
         return indices, distances
 
@@ -217,14 +221,13 @@ class ExactIndex:
         at = np.argmax(total >= np.minimum(k, total[:, -1])[:, None], axis=1)
         return dist[np.arange(dist.shape[0]), at]
 
-    def _rescreen(self, Q, exclude, k, unsure, cand, dist, exact):
-        """Replace the proposals of the ``unsure`` queries by every distinct row up to their bar.
+    def _rescreen(self, Q, exclude, kth, unsure, cand, dist, exact):
+        """Replace the proposals of the ``unsure`` queries by every distinct row up to their bar (from ``kth``).
 
         Queries whose float32 values are ``exact`` are screened again in
         float32, the others in float64, whose rounding is tight enough to
         separate near-ties that float32 cannot.
         """
-        kth = self._kth(cand[unsure], dist[unsure], exclude[unsure], k)
         skip = self.distinct.excluded(exclude[unsure])
         found = []
         for in64 in (False, True):
@@ -249,7 +252,7 @@ class ExactIndex:
         """Float64 distances of distinct candidates: from exact screening values, else :func:`pair_distances`."""
         exact = gamma == 0.0
         dist = np.empty(cand.shape)
-        dist[exact] = np.sqrt(np.maximum(values[exact].astype(np.float64) + sq_q[exact, None], 0.0))
+        dist[exact] = Screen.exact_distances(values[exact], sq_q[exact, None])
         dist[exact[:, None] & (cand < 0)] = np.inf
         if not exact.all():
             dist[~exact] = pair_distances(self._rows, Q[~exact], cand[~exact])

@@ -328,7 +328,7 @@ class GroupedExactIndex(AllGroupsSearch):
         exact = gam == 0
         if exact.any():
             q = rows[exact]
-            dist = np.sqrt(np.maximum(lowest[exact].astype(np.float64) + sq_q[q], 0.0))
+            dist = self.screen.exact_distances(lowest[exact], sq_q[q])
             indices[q, g], distances[q, g] = np.where(np.isinf(dist), -1, self.rows[slot[exact]]), dist
         margin = self.screen.margin(sq_q[rows], gam, self.sq[slot])
         single = ~exact & ((minima <= lowest + margin).sum(axis=0) == 1)

@@ -20,18 +20,22 @@ TILE_ROWS = 4096
 QUERY_BLOCK = 256
 
 
-def screening_rows(X, center):
-    """Float32 rows ``[x - center, |x - center|^2]`` and the largest squared norm, as a float."""
+def screening_rows(X, center, shrink=0.0, dtype=np.float32):
+    """Rows ``[x - center, (1 - shrink) |x - center|^2]`` in ``dtype``, and the squared norms (float64)."""
+    n, d = X.shape
     centered = np.asarray(X, dtype=np.float64) - center
     sq = np.einsum("ij,ij->i", centered, centered)
-    return np.hstack([centered, sq[:, None]]).astype(np.float32), float(sq.max(initial=0.0))
+    rows = np.empty((n, d + 1), dtype=dtype)
+    rows[:, :d] = centered
+    rows[:, d] = (1.0 - shrink) * sq
+    return rows, sq
 
 
-def screening_queries(Q, center):
-    """Float32 rows ``[-2 (q - center), 1]`` and the squared norms ``|q - center|^2`` (float64)."""
+def screening_queries(Q, center, dtype=np.float32):
+    """Rows ``[-2 (q - center), 1]`` in ``dtype`` and the squared norms ``|q - center|^2`` (float64)."""
     centered = np.asarray(Q, dtype=np.float64) - center
     sq = np.einsum("ij,ij->i", centered, centered)
-    return np.hstack([-2.0 * centered, np.ones((centered.shape[0], 1))]).astype(np.float32), sq
+    return np.hstack([-2.0 * centered, np.ones((centered.shape[0], 1))]).astype(dtype), sq
 
 
 def rounding_gamma(d, *dtypes):
@@ -105,23 +109,23 @@ class Screen:
         self.center = np.round(center) if self.integral else center
         self.gamma = rounding_gamma(d, self.dtype)
         self.shrink = 0.0 if self.integral else 2 * self.gamma
-        centered = np.asarray(X, dtype=np.float64) - self.center
-        self.sq = np.einsum("ij,ij->i", centered, centered)
+        self.rows, self.sq = screening_rows(X, self.center, self.shrink, self.dtype)
         self.sq_max = float(self.sq.max(initial=0.0))
-        self.rows = np.empty((n, d + 1), dtype=self.dtype)
-        self.rows[:, :d] = centered
-        self.rows[:, d] = (1.0 - self.shrink) * self.sq
 
     def queries(self, Q):
         """Query rows, their squared centered norms (float64), and each query's ``g`` (0 where values are exact)."""
-        centered = np.asarray(Q, dtype=np.float64) - self.center
-        sq_q = np.einsum("ij,ij->i", centered, centered)
-        B = np.hstack([-2.0 * centered, np.ones((centered.shape[0], 1))]).astype(self.dtype)
+        B, sq_q = screening_queries(Q, self.center, self.dtype)
         gamma = np.full(sq_q.shape, self.gamma)
         if self.integral:
             limit = 2.0 ** (np.finfo(self.dtype).nmant + 1)
             gamma[integral_rows(Q) & (self.sq_max + 2 * np.sqrt(sq_q * self.sq_max) < limit)] = 0.0
         return B, sq_q, gamma
+
+    @staticmethod
+    def exact_distances(values, sq_q):
+        """Float64 distances from exact screening values (``g = 0``): ``sqrt(s + |q|^2)``, bit for bit
+        :func:`~pll.neighbors.exact.pair_distances`' (both sum the same whole numbers)."""
+        return np.sqrt(np.maximum(values.astype(np.float64) + sq_q, 0.0))
 
     def margin(self, sq_q, gamma, sq_x):
         """How far above row ``x``'s screening value another row's may lie and still be as near, per query.
