@@ -1,4 +1,10 @@
-"""Shared fixtures: an isolated Prefect home and a temporary MLflow store per test session."""
+"""Shared fixtures (an isolated Prefect home, a temporary MLflow store) and the markers each folder sets.
+
+The folders say what a test needs: ``unit`` the library alone, ``integration``
+real Prefect, MLflow or Dask in the test's process, ``e2e`` the command line
+in processes of its own.  Tests in the last two are ``slow``: ``pytest -m "not slow"``
+(``make test-fast``) runs the unit tests alone.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+FOLDER_MARKS = {"unit": (), "integration": ("slow",), "e2e": ("slow",)}
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -39,3 +47,13 @@ def shared_data():
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+def pytest_collection_modifyitems(items):
+    """Mark each test with its folder's kind and, in ``integration`` and ``e2e``, as ``slow``."""
+    for item in items:
+        folder = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
+        if folder not in FOLDER_MARKS:
+            raise pytest.UsageError(f"{item.nodeid}: a test belongs in one of tests/{{{','.join(FOLDER_MARKS)}}}/")
+        for name in (folder, *FOLDER_MARKS[folder]):
+            item.add_marker(name)

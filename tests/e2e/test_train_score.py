@@ -52,7 +52,7 @@ from pll.scoring import (
 from tasks.models import artifact_location, input_example, load_model, log_model
 from tasks.tracking import end_run, start_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLASSES = np.array(["ant", "bee", "cat", "dog"])
 
 
@@ -527,7 +527,6 @@ def trained(prefect_harness, store):
     return uri, result, fitted, source
 
 
-@pytest.mark.slow
 def test_train_flow_logs_the_holdout_report_on_its_run_and_model(prefect_harness, store):
     import pll
     from flows.train import train
@@ -551,7 +550,6 @@ def test_train_flow_logs_the_holdout_report_on_its_run_and_model(prefect_harness
     assert "in-sample" in run.data.tags["mlflow.note.content"]
 
 
-@pytest.mark.slow
 def test_train_flow_without_true_labels_logs_the_partial_label_report(prefect_harness, store, tmp_path):
     import pll
     from flows.train import train
@@ -578,7 +576,6 @@ def digits_rows(fitted, rows):
     return table[list(fitted.feature_names)[::-1]]
 
 
-@pytest.mark.slow
 def test_train_flow_logs_a_model_trained_on_partial_labels(trained):
     uri, result, fitted, source = trained
     run = MlflowClient(uri).get_run(result["run_id"])
@@ -590,7 +587,6 @@ def test_train_flow_logs_a_model_trained_on_partial_labels(trained):
     assert list(fitted.classes) == [str(c) for c in range(10)]
 
 
-@pytest.mark.slow
 def test_train_flow_prepares_real_data_with_the_dst_pll_protocol(trained, shared_data):
     from flows.train import train
 
@@ -603,7 +599,6 @@ def test_train_flow_prepares_real_data_with_the_dst_pll_protocol(trained, shared
     assert fitted.estimator.S_train_.shape == (1663, 19)  # the protocol's rows and labels, its own bags
 
 
-@pytest.mark.slow
 def test_score_flow_writes_outputs_and_logs_a_linked_run(trained, tmp_path):
     from flows.score import score_one
 
@@ -652,7 +647,6 @@ def check_reasons_and_neighbors(scored, queue, fitted):
     assert {"reason", "neighbor_rows", "neighbor_bags", "neighbor_distances"} <= set(queue.columns)
 
 
-@pytest.mark.slow
 def test_score_flow_on_a_mismatched_file_fails_and_leaves_no_output(trained, tmp_path):
     from flows.score import score_one
 
@@ -672,7 +666,6 @@ def test_score_flow_on_a_mismatched_file_fails_and_leaves_no_output(trained, tmp
     assert [r.info.status for r in runs] == ["FAILED"]
 
 
-@pytest.mark.slow
 def test_unknown_model_fails_the_flow_with_a_typed_error(trained, tmp_path):
     from flows.score import score_one
 
@@ -684,7 +677,6 @@ def test_unknown_model_fails_the_flow_with_a_typed_error(trained, tmp_path):
     assert not (tmp_path / "o.parquet").exists()
 
 
-@pytest.mark.slow
 def test_score_flow_refuses_unusable_paths_before_loading_the_model(trained, tmp_path):
     from flows.score import score_one
 
@@ -705,7 +697,6 @@ def _warnings(caplog):
     return [(r.getMessage(), r.exc_info) for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-@pytest.mark.slow
 def test_folder_flow_without_its_folder_or_model_logs_one_line_and_completes(trained, tmp_path, caplog):
     from flows.score import score_folder
 
@@ -736,7 +727,6 @@ def test_folder_flow_without_its_folder_or_model_logs_one_line_and_completes(tra
     assert list(done["scored"]) == ["a.csv"] and done["waiting"] is None
 
 
-@pytest.mark.slow
 def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_path, umask_027):
     from flows.score import score_folder
 
@@ -786,7 +776,6 @@ def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_pat
 # --- the command line -----------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
     uri = f"sqlite:///{tmp_path / 'cli.db'}"
     # Each command starts its own temporary Prefect server; give it time on a busy machine.

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_readme_opens_with_exactly_the_two_make_commands():
@@ -13,7 +13,7 @@ def test_readme_opens_with_exactly_the_two_make_commands():
 
 
 def test_ci_runs_the_readme_test_command():
-    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
     assert "make test" in ci
 
 

@@ -9,7 +9,7 @@ from pll.data.synthetic import make_partial_label_table
 from pll.neighbors import nearest_by_group
 from pll.neighbors.exact import rounding_bound
 from pll.neighbors.grouped_cells import GroupedCellIndex
-from tests.test_neighbors_grouped import oracle
+from tests.unit.test_neighbors_grouped import oracle
 
 
 @st.composite

@@ -21,7 +21,6 @@ from tests.processes import descendants, free_port, stop
 from flows.cli import main
 from flows.cluster import LOCAL, dask_cluster
 
-pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 

@@ -9,7 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from prefect.exceptions import TerminationSignal
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Each process waits for a common start time, then opens the store and logs one run, as a scheduled run does.
 FIRST_RUN = """

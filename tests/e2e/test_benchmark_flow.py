@@ -22,8 +22,7 @@ from pll.grid import parse_grid
 from pll.methods import METHODS
 from tasks.grid_tracking import CELL_KEY_TAG, EXECUTION_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
 
-pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.processes import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pll(*args, cwd, env=None):
@@ -24,7 +24,6 @@ def _pll(*args, cwd, env=None):
     )
 
 
-@pytest.mark.slow
 def test_run_logs_to_the_store_named_by_environment(tmp_path):
     uri = f"sqlite:///{tmp_path / 'somewhere.db'}"
     out = _pll("run", "--methods", "pl_knn", cwd=tmp_path, env={"MLFLOW_TRACKING_URI": uri})
@@ -38,7 +37,6 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
     assert sorted(r.data.tags["pll.kind"] for r in runs) == ["method", "pipeline"]
 
 
-@pytest.mark.slow
 def test_run_with_the_strong_learners_and_every_reject_option(tmp_path):
     """IPAL on the shared kNN graph, and a meta-estimator that needs no neighbors, through the command line."""
     uri = f"sqlite:///{tmp_path / 'strong.db'}"
@@ -196,7 +194,6 @@ def test_bad_input_is_one_line_before_any_server_or_store_starts(argv, message, 
     assert not Path("/pll-no-such-dir").exists()
 
 
-@pytest.mark.slow
 def test_a_stage_that_fails_on_its_input_is_reported_once(tmp_path):
     """Not as the task's failure, the flow's failure and the command's error: once, without a traceback."""
     out = _pll("run", "--dataset", "iris", "--methods", "pl_knn,dst_pll", "--method-params",
@@ -209,7 +206,6 @@ def test_a_stage_that_fails_on_its_input_is_reported_once(tmp_path):
     assert "Traceback" not in text and "NotReady" not in text
 
 
-@pytest.mark.slow
 def test_a_mat_file_with_other_variable_names_runs_when_they_are_named(tmp_path):
     import numpy as np
     import scipy.io

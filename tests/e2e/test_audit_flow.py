@@ -8,7 +8,6 @@ import pll
 from flows.cli import main
 from pll.audit import audit_dataset, audit_metrics
 
-pytestmark = pytest.mark.slow
 
 
 def test_audit_command_writes_the_ranking_and_logs_how_well_it_finds_wrong_bags(

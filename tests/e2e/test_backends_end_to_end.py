@@ -27,9 +27,8 @@ from mlflow.tracking import MlflowClient
 import pll
 from pll.scoring import feature_names
 
-pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALL_QUERIES = {"recall_sample": 100_000}
 # backend -> (extra arguments of run, train and benchmark; the backend the minmax neighbors must report)
 BACKENDS = {

@@ -17,7 +17,7 @@ from pll.grid import (
 )
 from pll.methods import METHODS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "benchmarks" / "grids" / "smoke.yaml"
 
 

@@ -19,7 +19,6 @@ from prefect.client.schemas.filters import (
 
 from flows.pipeline import pipeline
 
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,8 @@ import pytest
 from flows import lifeline
 from tests.processes import descendants, still_running
 
-pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GONE_WITHIN = 10  # seconds after the SIGKILL
 STARTUP = 300  # seconds pll may take to get its processes up on a loaded machine

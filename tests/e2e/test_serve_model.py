@@ -26,9 +26,8 @@ from tasks.models import input_example, log_model
 from tasks.tracking import end_run, start_run
 from tests.processes import free_port
 
-pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLASSES = np.array(["north", "east", "south", "west"])
 STARTUP_SECONDS = 300
 

@@ -15,13 +15,12 @@ from pll.errors import InvalidParameterError
 from pll.experiment import run_protocol
 from pll.methods import METHODS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 def same_value(a, b):
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-@pytest.mark.slow
 def test_library_run_gives_exactly_the_metrics_and_predictions_the_pipeline_logged(
     prefect_harness, tracking_uri, tmp_path
 ):

@@ -11,8 +11,7 @@ from mlflow.tracking import MlflowClient
 from flows.cli import main
 from pll.grid import load_grid
 
-pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECTION = re.search(r"## Reproducing the papers' tables\n(.*?)\n## ", (ROOT / "README.md").read_text(), re.S).group(1)
 
 

@@ -67,7 +67,6 @@ def recompute(test, val, option, base_option, classes, val_bags, method):
 SERIES = (".risk_by_lambda", ".risk_by_coverage")
 
 
-@pytest.mark.slow
 def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_harness, tracking_uri, tmp_path):
     from flows.pipeline import pipeline
 
@@ -232,7 +231,6 @@ def test_predictions_tables_put_other_reject_options_beside_the_native_one():
     np.testing.assert_array_equal(val["trust_score"], out.val.score + 1.0)
 
 
-@pytest.mark.slow
 def test_a_run_on_data_without_true_labels_is_judged_by_the_bags(prefect_harness, tracking_uri, tmp_path):
     from flows.pipeline import pipeline
     from pll import load_dataset, noise

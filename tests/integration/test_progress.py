@@ -23,7 +23,7 @@ from pll.methods import base
 from pll.neighbors import exact, grouped, nearest_by_group
 from pll.progress import MIN_ROWS_ENV, Progress, Stopped, blocks, duration, reporting, track, track_in_parallel
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ticking(step=1.0):
@@ -169,7 +169,6 @@ def test_no_listener_no_work():
     assert track(row_slices, "after the block") is row_slices
 
 
-@pytest.mark.slow
 def test_pll_run_shows_progress_on_the_console(tmp_path):
     table = make_partial_label_table(3000, n_features=8, n_classes=5, random_state=0)
     table.to_parquet(tmp_path / "rows.parquet")
@@ -246,7 +245,6 @@ def test_a_parallel_loop_raises_its_blocks_error_and_stops_when_asked():
     assert len(started) < 10  # it stopped within a few blocks of being asked, not at the end
 
 
-@pytest.mark.slow
 def test_a_failed_stage_stops_the_stages_still_running(prefect_harness):
     """The pipeline's wait raises the failed stage's own error; a running stage stops at its next block."""
     import time
@@ -304,7 +302,6 @@ def test_pl_aknn_preprocessing_reports_its_smoothing_and_stops_when_asked(data, 
             pll.PlAknnPreprocessor(smooth_k=10, density_k=20).fit(X)
 
 
-@pytest.mark.slow
 def test_a_stage_starts_when_its_inputs_are_ready_not_when_every_stage_of_a_wave_is(prefect_harness):
     """The pipeline's stages chain through callbacks: a stage waiting on a slow, unrelated one does not hold back another chain."""
     import threading

@@ -11,7 +11,6 @@ from pll.neighbors import kneighbors
 from pll.neighbors.exact import exact_kneighbors
 from pll.neighbors.sharded import ShardedIndex
 
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

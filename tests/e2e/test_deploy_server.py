@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 from flows.serve import load_deployment_specs, served_name
 from tests.processes import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPECS = load_deployment_specs()
 STEP_TIMEOUT = 900  # seconds: a grid of the README on a loaded two-core machine
 
@@ -126,7 +126,6 @@ class Shell:
                     continue
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("order", [("deploy", "serve"), ("serve", "deploy")], ids="-then-".join)
 def test_readme_deployment_commands_run_as_written(tmp_path, order):
     port = free_port()
