@@ -9,7 +9,10 @@ STAMP  := $(VENV)/.installed
 
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
-.PHONY: run test benchmark lock clean
+# Tests run on every core (pytest-xdist); `make test-fast` runs the unit tests alone (tests/unit).
+JOBS ?= auto
+
+.PHONY: run test test-fast benchmark lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +23,10 @@ run: $(STAMP)
 	$(BIN)/pll run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(JOBS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"
 
 benchmark: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
