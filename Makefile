@@ -12,11 +12,11 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 # Tests run on every core (pytest-xdist); `make test-fast` runs the unit tests alone (tests/unit).
 JOBS ?= auto
 
-.PHONY: run test test-fast benchmark lock clean
+.PHONY: run test test-fast docs benchmark lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,docs]'
 	@touch $@
 
 run: $(STAMP)
@@ -27,6 +27,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"
+
+# The documentation site into site/, every warning an error (tests/unit/test_docs.py builds it too).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
 
 benchmark: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
