@@ -19,10 +19,11 @@ from pll.neighbors import DEFAULT_BACKEND
 from pll.neighbors.registry import check_backend
 from pll.scoring import check_output_path, write_atomically
 from tasks.audit import audit as audit_task
-from tasks.audit import log_audit
+from tracking.audit import log_audit
 from tasks.ingest import ingest
 from tasks.noise import add_noise
-from tasks.tracking import end_run, ending_on_error, resolve_tracking_uri, start_run, unique_run_name
+from flows.tracked import ending_on_error
+from tracking.runs import end_run, resolve_tracking_uri, start_run, unique_run_name
 
 DEFAULT_NEIGHBORS = 10
 

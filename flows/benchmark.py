@@ -30,10 +30,11 @@ from prefect.states import Failed
 from flows import LOG_PRINTS
 from flows.cluster import dask_cluster, on_dask
 from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
+from flows.tracked import ending_on_error
 from flows.pipeline import pipeline
 from pll.tables import markdown_table
 from pll.grid import load_grid, parse_grid, results_table, risk_figures, summarize, summary_tables
-from tasks.grid_tracking import (
+from tracking.grid import (
     CELL_KEY_TAG,
     EXECUTION_KEY_TAG,
     GRID_KEY_TAG,
@@ -42,11 +43,10 @@ from tasks.grid_tracking import (
     finished_executions,
     log_grid_results,
 )
-from tasks.tracking import (
+from tracking.runs import (
     KIND_TAG,
     PARENT_TAG,
     end_run,
-    ending_on_error,
     resolve_tracking_uri,
     start_run,
     unique_run_name,

@@ -296,7 +296,7 @@ def preflight(args):
     happens before a server is started for a run that could not work.
     """
     from pll.experiment import check_run
-    from tasks.tracking_store import resolve_tracking_uri
+    from tracking.store import resolve_tracking_uri
 
     if getattr(args, "preset", None) and hasattr(args, "noise"):
         from pll.paper_protocols import preset_noise_params
@@ -338,7 +338,7 @@ def preflight(args):
 
 def cmd_run(args):
     from pll.tables import markdown_table
-    from tasks.tracking import ui_command
+    from tracking.runs import ui_command
 
     from .cluster import dask_cluster, on_dask
     from .pipeline import pipeline
@@ -381,7 +381,7 @@ def cmd_benchmark(args):
     from pll.evaluation import MIN_PAIRS
     from pll.grid import summary_tables
     from pll.tables import markdown_table
-    from tasks.tracking import ui_command
+    from tracking.runs import ui_command
 
     from .benchmark import benchmark
 
@@ -431,8 +431,8 @@ def cmd_datasets(args):
 def cmd_report(args):
     from pll.paper_protocols import get_preset
     from pll.reproduction import ReportOptions, results_page
-    from tasks.grid_tracking import grid_results
-    from tasks.tracking import resolve_tracking_uri
+    from tracking.grid import grid_results
+    from tracking.runs import resolve_tracking_uri
 
     tracking_uri = resolve_tracking_uri(args.tracking_uri)
     table, sources, presets = grid_results(tracking_uri, args.sources)

@@ -1,7 +1,7 @@
 """The pipeline flow: ingest -> noise -> features -> neighbors -> methods -> evaluate, logged to MLflow.
 
 One MLflow run per execution holds what the method runs share; each method
-run is a child run of it (:mod:`tasks.pipeline_tracking`).  The flow run and
+run is a child run of it (:mod:`tracking.pipeline`).  The flow run and
 the MLflow run name each other (:mod:`flows.links`) and have the same name.
 """
 
@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from flows import LOG_PRINTS
 from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
+from flows.tracked import ending_on_error
 from pll import catalog
 from pll.evaluation import DEFAULT_LAMBDAS
 from pll.features import shares_fit_neighbors
@@ -32,7 +33,7 @@ from pll.experiment import (
 )
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import markdown_table
-from tasks.caching import bounded
+from cache.policy import bounded
 from tasks.calibration import calibration_split
 from tasks.conformal import conformal_option
 from tasks.evaluate import evaluate
@@ -41,14 +42,13 @@ from tasks.ingest import ingest
 from tasks.methods import run_method
 from tasks.neighbors import find_neighbors
 from tasks.noise import add_noise
-from tasks.pipeline_tracking import RUN_KIND, log_results
+from tracking.pipeline import RUN_KIND, log_results
 from tasks.progress import stop_stages
 from tasks.protocol import run_protocol
-from tasks.tracking import (
+from tracking.runs import (
     KIND_TAG,
     PARENT_TAG,
     end_run,
-    ending_on_error,
     resolve_tracking_uri,
     start_run,
     unique_run_name,
@@ -215,7 +215,7 @@ def pipeline(
     methods', the feature pipelines' and the trust score's.  ``conformal_alpha``:
     the miscoverage of the conformal prediction sets evaluated as a third
     reject option (None: not evaluated).  Stages of a run
-    on more rows than :func:`tasks.caching.cache_max_rows` are not cached.
+    on more rows than :func:`cache.policy.cache_max_rows` are not cached.
     """
     check_run(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise,
               noise_params=noise_params, methods=methods, method_params=method_params, features=features,

@@ -28,9 +28,11 @@ from pll.scoring import (
     read_ledger,
     write_ledger,
 )
-from tasks.scoring import link_model, load, load_if_any, log_scoring, score
+from tasks.scoring import score
+from tracking.scoring import link_model, load, load_if_any, log_scoring
 from flows.links import flow_run_tags, tag_flow_run
-from tasks.tracking import end_run, ending_on_error, resolve_tracking_uri, start_run
+from flows.tracked import ending_on_error
+from tracking.runs import end_run, resolve_tracking_uri, start_run
 
 
 @flow(name="pll-score", log_prints=LOG_PRINTS)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pll.errors import PllError
-from tasks.health import health_problem
+from tracking.health import health_problem
 
 from . import lifeline
 

@@ -11,9 +11,11 @@ from pll.experiment import check_run, dataset_label
 from pll.scoring import check_reject_options
 from pll.neighbors import DEFAULT_BACKEND
 from tasks.ingest import ingest
-from tasks.models import fit, input_example, log_model
+from tasks.training import fit
+from tracking.models import input_example, log_model
 from tasks.noise import add_noise
-from tasks.tracking import end_run, ending_on_error, resolve_tracking_uri, start_run
+from flows.tracked import ending_on_error
+from tracking.runs import end_run, resolve_tracking_uri, start_run
 
 
 @flow(name="pll-train", log_prints=LOG_PRINTS)

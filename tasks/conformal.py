@@ -6,7 +6,7 @@ from prefect import task
 
 from pll import catalog, experiment
 from pll.experiment import CalibrationSplit, MethodOutput, MethodRun
-from tasks.caching import CACHED, RETRIES
+from cache.policy import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 

@@ -3,7 +3,7 @@
 from prefect import task
 
 from pll.features import featurize
-from tasks.caching import CACHED, RETRIES
+from cache.policy import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 

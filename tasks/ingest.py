@@ -4,7 +4,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 import pll
-from tasks.caching import RETRIES
+from cache.policy import RETRIES
 
 
 @task(name="ingest", cache_policy=NO_CACHE, **RETRIES)

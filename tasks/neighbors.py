@@ -4,7 +4,7 @@ from prefect import task
 
 from pll import experiment
 from pll.experiment import CalibrationSplit, NeighborSet
-from tasks.caching import CACHED, RETRIES
+from cache.policy import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 

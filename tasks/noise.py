@@ -3,7 +3,7 @@
 from prefect import task
 
 from pll.noise import apply_noise
-from tasks.caching import CACHED, RETRIES
+from cache.policy import CACHED, RETRIES
 
 
 @task(name="noise", **CACHED, **RETRIES)

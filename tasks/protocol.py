@@ -11,7 +11,7 @@ from prefect import task
 
 from pll import experiment
 from pll.experiment import RunResult
-from tasks.caching import CACHED, RETRIES
+from cache.policy import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 

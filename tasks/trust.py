@@ -8,7 +8,7 @@ from pll import experiment
 from pll.experiment import CalibrationSplit, MethodOutput, NeighborSet
 from pll.neighbors import DEFAULT_BACKEND
 from pll.trust_score import DEFAULT_CLASS_SETS, DEFAULT_THRESHOLD
-from tasks.caching import CACHED, RETRIES
+from cache.policy import CACHED, RETRIES
 from tasks.progress import logged_progress
 
 

@@ -20,7 +20,7 @@ from flows.benchmark import GridProgress, benchmark
 from flows.cli import main
 from pll.grid import parse_grid
 from pll.methods import METHODS
-from tasks.grid_tracking import CELL_KEY_TAG, EXECUTION_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
+from tracking.grid import CELL_KEY_TAG, EXECUTION_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
 
 ROOT = Path(__file__).resolve().parents[2]
 

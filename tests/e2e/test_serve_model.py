@@ -22,8 +22,8 @@ import pytest
 from pll.data import PartialLabelDataset
 from pll.errors import PllError
 from pll.scoring import fit_model
-from tasks.models import input_example, log_model
-from tasks.tracking import end_run, start_run
+from tracking.models import input_example, log_model
+from tracking.runs import end_run, start_run
 from tests.processes import free_port
 
 

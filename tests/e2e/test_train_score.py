@@ -49,8 +49,8 @@ from pll.scoring import (
     scored_table,
     write_atomically,
 )
-from tasks.models import artifact_location, input_example, load_model, log_model
-from tasks.tracking import end_run, start_run
+from tracking.models import artifact_location, input_example, load_model, log_model
+from tracking.runs import end_run, start_run
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSES = np.array(["ant", "bee", "cat", "dog"])
@@ -471,7 +471,7 @@ def test_logged_model_leaves_input_checks_to_pll_and_shows_an_example(store, tmp
     import mlflow.pyfunc
     from mlflow.models import Model
 
-    from tasks.served import InputRefused
+    from tracking.served import InputRefused
 
     ds = synthetic()
     fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5})

@@ -20,8 +20,8 @@ from pll.experiment import make_split
 from pll.features import featurize
 from pll.neighbors import NeighborResult
 from pll.noise import apply_noise
-from tasks.cache_store import SignedStore
-from tasks.caching import array_digest, code_version, describe, is_transient
+from cache.store import SignedStore
+from cache.policy import array_digest, code_version, describe, is_transient
 from tasks.noise import add_noise
 
 
@@ -109,7 +109,7 @@ def test_only_machine_network_and_cluster_failures_are_retried(exc, transient):
 def test_stages_of_large_runs_are_not_cached(monkeypatch):
     from prefect.cache_policies import NO_CACHE
 
-    from tasks.caching import DEFAULT_CACHE_MAX_ROWS, bounded
+    from cache.policy import DEFAULT_CACHE_MAX_ROWS, bounded
     from tasks.neighbors import find_neighbors
 
     assert bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS) is find_neighbors
@@ -164,7 +164,7 @@ def right_bags(ds, seed):
 
 
 def cache_warnings(caplog):
-    return [r for r in caplog.records if r.name == "tasks.cache_store" and r.levelno == logging.WARNING]
+    return [r for r in caplog.records if r.name == "cache.store" and r.levelno == logging.WARNING]
 
 
 def test_a_planted_entry_runs_nothing_and_the_stage_recomputes(cache_dir, tmp_path):
@@ -234,7 +234,7 @@ def test_a_key_others_can_read_is_refused(tmp_path, monkeypatch, caplog):
 
 def test_a_cache_on_a_full_disk_costs_one_warning_and_leaves_no_file(cache_dir, caplog, monkeypatch):
     """Every write lands on /dev/full (ENOSPC): the stages run on, uncached, and no partial entry is left."""
-    import tasks.cache_store as cache_store
+    import cache.store as cache_store
 
     def full_disk(fd, mode):
         os.close(fd)

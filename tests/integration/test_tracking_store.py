@@ -20,7 +20,7 @@ while time.time() < start:
 import pytest
 from mlflow.tracking import MlflowClient
 from prefect.exceptions import TerminationSignal
-from tasks.tracking import experiment_id, resolve_tracking_uri
+from tracking.runs import experiment_id, resolve_tracking_uri
 uri = resolve_tracking_uri(sys.argv[1])
 client = MlflowClient(uri)
 client.create_run(experiment_id(client, "first", uri))
@@ -48,7 +48,8 @@ def test_concurrent_first_runs_on_a_new_store_all_finish(tmp_path):
                                            (ValueError("a bug"), "FAILED")])
 def test_a_tracked_run_ends_killed_when_interrupted_and_failed_on_an_error(prefect_harness, tracking_uri, error,
                                                                           status):
-    from tasks.tracking import ending_on_error, experiment_id, resolve_tracking_uri
+    from flows.tracked import ending_on_error
+    from tracking.runs import experiment_id, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     client = MlflowClient(uri)

@@ -23,3 +23,34 @@ def test_benchmarks_import_no_test_module():
         assert set(tests) <= {"tests.oracles"}, f"{path.name} imports {tests}"
     oracle_imports = set(imported_modules(ROOT / "tests" / "oracles.py"))
     assert oracle_imports <= {"math", "numpy"}
+
+
+# Which layers each package may import: the direction is one way, flows -> tasks -> pll,
+# flows -> tracking / cache -> pll.  Prefect and MLflow count as layers: the library runs without them.
+LAYERS = ("pll", "tasks", "tracking", "cache", "flows", "prefect", "mlflow")
+ALLOWED = {
+    "pll": {"pll"},
+    "tasks": {"tasks", "pll", "cache", "prefect"},
+    "cache": {"cache", "pll", "prefect"},
+    "tracking": {"tracking", "pll", "prefect", "mlflow"},
+    "flows": {"flows", "tasks", "tracking", "cache", "pll", "prefect", "mlflow"},
+}
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    """No import against the direction above, not even inside a function."""
+    wrong = []
+    for package, allowed in ALLOWED.items():
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for module in imported_modules(path):
+                top = module.split(".")[0]
+                if top in LAYERS and top not in allowed:
+                    wrong.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_tasks_hold_stage_wrappers_only():
+    """A stage wrapper is a few lines around a library call: no file of tasks/ over 80 lines, 700 in all."""
+    lengths = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "tasks").glob("*.py")}
+    assert max(lengths.values()) <= 80, lengths
+    assert sum(lengths.values()) <= 700, lengths

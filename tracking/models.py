@@ -1,4 +1,4 @@
-"""Fitted models as MLflow models: fit, log (and register), load.
+"""Fitted models as MLflow models: log (and register), load.
 
 A :class:`pll.scoring.FittedModel` is pickled as an artifact of a ``pyfunc``
 model whose input is a feature table (columns by name, optional
@@ -36,13 +36,11 @@ from prefect.cache_policies import NO_CACHE
 
 from pll.data.tabular import CANDIDATES, SEPARATOR
 from pll.errors import InvalidParameterError, ModelNotFoundError
-from pll.catalog import DEFAULT_CONFORMAL_ALPHA
 from pll.experiment.evaluation import run_metrics
-from pll.scoring import FittedModel, feature_names, fit_model
+from pll.scoring import FittedModel, feature_names
 
-from .progress import logged_progress
-from .served import predict_served
-from .tracking import log_entries, log_json
+from tracking.runs import log_entries, log_json
+from tracking.served import predict_served
 
 ARTIFACT = "fitted_model"
 MODEL_NAME = "model"
@@ -61,16 +59,6 @@ class PllPyfuncModel(mlflow.pyfunc.PythonModel):
         return predict_served(self.fitted, model_input)
 
 
-@task(name="fit-model", cache_policy=NO_CACHE, task_run_name="fit-{method}")
-def fit(ds, method: str, params: dict | None, features: str, seed: int, threshold: float | None = None,
-        knn_backend: str = "exact", knn_options: dict | None = None,
-        conformal_alpha: float | None = DEFAULT_CONFORMAL_ALPHA, reject_lambda: float | None = None) -> FittedModel:
-    """Fit ``features`` and ``method`` on every row of ``ds`` (see :func:`pll.scoring.fit_model`)."""
-    with logged_progress():
-        return fit_model(ds, method, params, features, random_state=seed, threshold=threshold, knn=knn_backend,
-                         knn_params=knn_options, conformal_alpha=conformal_alpha, reject_lambda=reject_lambda)
-
-
 def input_example(ds, rows=EXAMPLE_ROWS) -> pd.DataFrame:
     """The first rows of ``ds`` as the model's input: raw features by name and their bags."""
     frame = pd.DataFrame(ds.X[:rows], columns=feature_names(ds))
@@ -80,7 +68,7 @@ def input_example(ds, rows=EXAMPLE_ROWS) -> pd.DataFrame:
 
 
 def signature_of(fitted: FittedModel, example: pd.DataFrame) -> ModelSignature:
-    """Output as predicted, and no input schema: MLflow would drop columns it does not name (see tasks.served)."""
+    """Output as predicted, and no input schema: MLflow would drop columns it does not name (see tracking.served)."""
     predicted = fitted.predict_frame(example)
     kinds = {"b": "boolean", "f": "double", "i": "long"}
     return ModelSignature(outputs=Schema([ColSpec(kinds.get(predicted[c].dtype.kind, "string"), c)

@@ -26,7 +26,7 @@ from pll.methods import make_method
 from pll.plots import precision_figure, risk_figure, tradeoff_figure
 from pll.report import run_report
 from pll.tables import risk_table
-from tasks.tracking import (
+from tracking.runs import (
     DESCRIPTION_TAG,
     KIND_TAG,
     PARENT_TAG,

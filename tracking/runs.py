@@ -10,27 +10,21 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from prefect import task
-from prefect.context import FlowRunContext
-from prefect.exceptions import TerminationSignal
 from prefect.cache_policies import NO_CACHE
 
+from pll.provenance import git_commit, package_versions
 from pll.tables import markdown_table
-from tasks.progress import stop_stages
-from tasks import tracking_store
-from tasks.tracking_store import DEFAULT_TRACKING_URI, SQLITE_PREFIX, artifact_location  # noqa: F401
+from tracking import store as tracking_store
+from tracking.store import DEFAULT_TRACKING_URI, SQLITE_PREFIX, artifact_location  # noqa: F401
 
-KEY_PACKAGES = ("pll", "numpy", "scipy", "scikit-learn", "pynndescent", "dask", "prefect", "mlflow")
 BATCH_ENTRIES = 1000  # MLflow's limits of one log_batch call
 BATCH_PARAMS_OR_TAGS = 100
 FIGURE_DPI = 120
@@ -40,7 +34,7 @@ _CREATED = set()  # SQLite stores this process has opened once under the folder'
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
-    """The store a run writes to (:func:`tasks.tracking_store.resolve_tracking_uri`); a SQLite store opened once.
+    """The store a run writes to (:func:`tracking.store.resolve_tracking_uri`); a SQLite store opened once.
 
     MLflow creates a SQLite store's tables on its first use, and processes
     that start at once on a new file race on that schema migration (alembic's
@@ -59,31 +53,6 @@ def resolve_tracking_uri(uri: str | None) -> str:
             os.close(folder)  # releases the lock
         _CREATED.add(uri)
     return uri
-
-
-def git_commit() -> str:
-    """The commit of the code that ran (``unknown`` outside a git checkout)."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
-
-
-def package_versions() -> dict:
-    versions = {}
-    for name in KEY_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "absent"
-    return versions
 
 
 def flatten_params(config: dict, prefix="") -> dict:
@@ -225,28 +194,6 @@ def log_metrics(client, run_id, metrics: dict):
     log_entries(client, run_id, metrics=[Metric(k, float(v), stamp, 0) for k, v in metrics.items()])
 
 
-INTERRUPTIONS = (KeyboardInterrupt, TerminationSignal)
-"""Ctrl-C, and SIGTERM as Prefect raises it (a worker cancelling a flow run, ``systemd stop``, ``docker stop``)."""
-
-
-@contextmanager
-def ending_on_error(tracking_uri: str, run_id: str):
-    """Within this block, an error ends MLflow run ``run_id`` FAILED and an interruption ends it KILLED.
-
-    An interruption also asks this flow run's stages to stop at their next
-    block of rows (:func:`tasks.progress.stop_stages`): without that, the
-    task runner waits for them to compute to the end before the process can
-    exit.
-    """
-    try:
-        yield
-    except BaseException as exc:
-        interrupted = isinstance(exc, INTERRUPTIONS)
-        flow = FlowRunContext.get()
-        if interrupted and flow is not None:
-            stop_stages(flow.flow_run.id)
-        end_run(tracking_uri, run_id, "KILLED" if interrupted else "FAILED")
-        raise
 
 
 @task(name="end-run", cache_policy=NO_CACHE)

@@ -15,7 +15,7 @@ written or read, so a Dask worker uses its own working directory; point
 ``PLL_CACHE_DIR`` at a shared absolute path when workers run elsewhere).
 Entries are signed with the user's secret key and read only if the signature
 verifies, so a file planted there is never deserialized; a cache directory
-that others can write is not used (see :mod:`tasks.cache_store`).
+that others can write is not used (see :mod:`cache.store`).
 
 Stages retry transient failures (I/O, network, Dask cluster) with exponential
 backoff; a bad input or a bug fails the same way every time and is not retried.
@@ -36,7 +36,8 @@ from prefect.tasks import exponential_backoff
 
 from pll.errors import PllError
 from pll.grid import stable_hash
-from tasks.cache_store import SignedStore
+from pll.provenance import package_versions
+from cache.store import SignedStore
 
 CACHE_DIR_ENV = "PLL_CACHE_DIR"
 RESULT_STORE = SignedStore(basepath=os.environ.get(CACHE_DIR_ENV) or ".pll-cache")
@@ -87,8 +88,6 @@ def describe(value, name: str = "value"):
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """A hash of the sources of :data:`HASHED_PACKAGES` and the key package versions."""
-    from tasks.tracking import package_versions
-
     h = hashlib.sha256(json.dumps(package_versions(), sort_keys=True).encode())
     root = Path(__file__).resolve().parents[1]
     for package in HASHED_PACKAGES:

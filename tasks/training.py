@@ -1,0 +1,18 @@
+"""Training stage: :func:`pll.scoring.fit_model` on every row, as a Prefect task."""
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from pll.catalog import DEFAULT_CONFORMAL_ALPHA
+from pll.scoring import FittedModel, fit_model
+from tasks.progress import logged_progress
+
+
+@task(name="fit-model", cache_policy=NO_CACHE, task_run_name="fit-{method}")
+def fit(ds, method: str, params: dict | None, features: str, seed: int, threshold: float | None = None,
+        knn_backend: str = "exact", knn_options: dict | None = None,
+        conformal_alpha: float | None = DEFAULT_CONFORMAL_ALPHA, reject_lambda: float | None = None) -> FittedModel:
+    """Fit ``features`` and ``method`` on every row of ``ds`` (see :func:`pll.scoring.fit_model`)."""
+    with logged_progress():
+        return fit_model(ds, method, params, features, random_state=seed, threshold=threshold, knn=knn_backend,
+                         knn_params=knn_options, conformal_alpha=conformal_alpha, reject_lambda=reject_lambda)
