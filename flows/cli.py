@@ -16,6 +16,7 @@ from pll.errors import PllError
 from pll.progress import Stopped
 from pll.neighbors.registry import BACKENDS, DEFAULT_BACKEND
 
+from . import ui
 from .server import STARTUP_TIMEOUT_SECONDS, TemporaryServerError, temporary_server
 
 # Nothing above imports Prefect, MLflow, scikit-learn or numba: ``pll --help`` answers at once, and a bad
@@ -279,6 +280,7 @@ def build_parser():
                        help="the ranked table (.parquet), most suspicious bag first (default: audit.parquet)")
     audit.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     _experiment_argument(audit)
+    ui.add_arguments(_command(sub, "ui", "open the MLflow UI on the method runs, ready to compare (Ctrl-C stops it)"))
     return parser
 
 
@@ -338,7 +340,6 @@ def preflight(args):
 
 def cmd_run(args):
     from pll.tables import markdown_table
-    from tracking.runs import ui_command
 
     from .cluster import dask_cluster, on_dask
     from .pipeline import pipeline
@@ -373,7 +374,7 @@ def cmd_run(args):
     print(f"MLflow experiment: {result['experiment']}   pipeline run: {result['run_id']}   "
           f"method runs: {len(result['method_run_ids'])} (its children)")
     print(f"Tracking store:    {result['tracking_uri']}")
-    print(f"Open the UI with:  {ui_command(result['tracking_uri'])}")
+    print(f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], run_id=result['run_id'])}")
     return 0
 
 
@@ -381,7 +382,6 @@ def cmd_benchmark(args):
     from pll.evaluation import MIN_PAIRS
     from pll.grid import summary_tables
     from pll.tables import markdown_table
-    from tracking.runs import ui_command
 
     from .benchmark import benchmark
 
@@ -407,7 +407,7 @@ def cmd_benchmark(args):
         print(f"FAILED cell {failure['cell']} ({failure['label']}): {failure['error']}")
     print(f"Cells: {result['finished']} of {result['cells']} finished, {len(result['failures'])} failed")
     print(f"MLflow experiment: {result['experiment']}   parent run: {result['parent_run_id']}")
-    print(f"Open the UI with:  {ui_command(result['tracking_uri'])}")
+    print(f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], experiment=result['experiment'])}")
     return 1 if state.is_failed() else 0
 
 
@@ -519,6 +519,7 @@ def cmd_audit(args):
               f"{metrics['precision_top_0.05']:.3f}, of the top 10 % {metrics['precision_top_0.10']:.3f}")
     print(f"Ranked table: {result['output']}")
     print(f"MLflow run:   {result['run_id']}")
+    print(f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], run_id=result['run_id'])}")
     return 0
 
 
@@ -535,7 +536,7 @@ def main(argv=None):
                     print(f"Prefect: temporary local server (its log: {log})")
             return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
                     "score": cmd_score, "benchmark": cmd_benchmark, "audit": cmd_audit,
-                    "report": cmd_report}[args.command](args)
+                    "report": cmd_report, "ui": ui.main}[args.command](args)
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2

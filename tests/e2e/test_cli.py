@@ -30,7 +30,9 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "| pl_knn" in out.stdout
     assert "Correct means: true labels" in out.stdout
-    assert f"mlflow ui --backend-store-uri {uri}" in out.stdout
+    run_id = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id],
+                                           "tags.`pll.kind` = 'pipeline'")[0].info.run_id
+    assert f"Open the UI with:  pll ui --tracking-uri {uri} --run {run_id}" in out.stdout
     assert "Traceback" not in out.stdout + out.stderr
     assert not (tmp_path / "mlflow.db").exists()
     runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id])
