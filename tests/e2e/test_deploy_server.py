@@ -1,6 +1,6 @@
-"""The README's deployment commands, run as written against a real Prefect server on loopback.
+"""The documented deployment commands, run as written against a real Prefect server on loopback.
 
-The README's Deployments section has three shell blocks: start the server, deploy to the work pool
+The Deployments section of docs/operations.md has three shell blocks: start the server, deploy to the work pool
 and start a worker, and ``pll serve``.  Each test runs them line by line in a fresh environment (no
 ``PREFECT_*`` variables but an empty Prefect home), on a free port instead of 4200 and with the
 server's scheduler off, so that the nightly and ten-minute schedules never start a run here.  Lines
@@ -31,8 +31,8 @@ STEP_TIMEOUT = 900  # seconds: a grid of the README on a loaded two-core machine
 
 
 def readme_blocks():
-    """The shell blocks of the README's Deployments section by role: server, deploy, serve."""
-    text = (ROOT / "README.md").read_text()
+    """The shell blocks of the Deployments section of docs/operations.md by role: server, deploy, serve."""
+    text = (ROOT / "docs" / "operations.md").read_text()
     section = text.split("\n## Deployments\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
     roles = {"server": "prefect server start", "deploy": "prefect deploy ", "serve": "pll serve"}
