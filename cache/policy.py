@@ -106,6 +106,30 @@ class StageInputs(CachePolicy):
         return stable_hash({"task": task_ctx.task.name, "inputs": described, "code": code_version()}, length=64)
 
 
+def lineage_keys(protocol, inputs: dict) -> dict:
+    """The cache key of every value of ``protocol`` (:class:`pll.experiment.Protocol`).
+
+    An input (the loaded data set) is keyed by its content; a stage's value by
+    its declaration and the keys of the values it reads.  Equal keys, equal
+    values — and no stage hashes the arrays it reads, nor needs to describe
+    a value such as a fitted model.
+    """
+    keys = {name: stable_hash(describe(value, name), length=64) for name, value in inputs.items()}
+    for stage in protocol.stages:
+        keys[stage.writes] = stable_hash({"stage": describe(stage, stage.label),
+                                          "reads": [keys[name] for name in stage.reads]}, length=64)
+    return keys
+
+
+@dataclasses.dataclass
+class Lineage(CachePolicy):
+    """Prefect cache policy of a declared stage: the task's name, its ``lineage`` key, the code version."""
+
+    def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs):
+        return stable_hash({"task": task_ctx.task.name, "lineage": inputs["lineage"], "code": code_version()},
+                           length=64)
+
+
 CACHE_MAX_ROWS_ENV = "PLL_CACHE_MAX_ROWS"
 DEFAULT_CACHE_MAX_ROWS = 200_000
 """Runs on data sets with more rows do not cache stage outputs (``$PLL_CACHE_MAX_ROWS`` overrides; 0: never
@@ -152,6 +176,8 @@ def retry_if_transient(task, task_run, state) -> bool:
 
 # Keyword arguments of ``@task`` for a stage whose result is cached by its inputs ...
 CACHED = {"cache_policy": StageInputs(), "persist_result": True, "result_storage": RESULT_STORE}
+# ... for a declared stage of the run protocol, cached by its lineage ...
+CACHED_BY_LINEAGE = {**CACHED, "cache_policy": Lineage()}
 # ... and for any stage that should retry transient failures with backoff.
 RETRIES = {
     "retries": 2,

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows import LOG_PRINTS
+from flows import LOG_PRINTS, checks
 from flows.links import flow_run_tags, name_flow_run, tag_flow_run
 from pll import catalog
-from pll.errors import InvalidParameterError
-from pll.experiment import check_data, check_feature_pipeline, dataset_label
+from pll.experiment import dataset_label
 from pll.neighbors import DEFAULT_BACKEND
-from pll.neighbors.registry import check_backend
-from pll.scoring import check_output_path, write_atomically
+from pll.scoring import write_atomically
 from tasks.audit import audit as audit_task
 from tracking.audit import log_audit
 from tasks.ingest import ingest
@@ -37,6 +35,7 @@ def audit(
     noisy_bags: bool = False,
     noise: str = catalog.DEFAULT_NOISE,
     noise_params: dict | None = None,
+    preset: str | None = None,
     seed: int = 0,
     features: str = catalog.DEFAULT_FEATURES,
     n_neighbors: int = DEFAULT_NEIGHBORS,
@@ -52,12 +51,8 @@ def audit(
     the MLflow ``run_id``, ``experiment``, ``tracking_uri`` and ``metrics``
     (:func:`pll.audit.audit_metrics`).
     """
-    check_data(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise, noise_params=noise_params)
-    check_feature_pipeline(features)
-    check_backend(knn_backend, knn_options)
-    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or n_neighbors < 1:
-        raise InvalidParameterError(f"n_neighbors must be a positive integer, got {n_neighbors!r}")
-    output = check_output_path(output)
+    settled = checks.auditing(locals())  # first: locals() are the parameters
+    noise_params, output = settled["noise_params"], settled["output"]
     tracking_uri = resolve_tracking_uri(tracking_uri)
     config = {"dataset": dataset, "mat_variables": mat_variables or {}, "protocol": protocol, "noisy_bags": noisy_bags,
               "noise": noise, "noise_params": noise_params or {}, "seed": seed, "features": features,

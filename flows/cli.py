@@ -7,7 +7,6 @@ import json
 import logging
 import signal
 import sys
-from pathlib import Path
 from contextlib import ExitStack
 
 import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
@@ -294,47 +293,15 @@ def cmd_serve(args):
 def preflight(args):
     """Refuse bad arguments before Prefect or MLflow start: one line, and nothing created or left running.
 
-    The flows check the same things when a deployment runs them; here it
-    happens before a server is started for a run that could not work.
+    The checks are the flow's own (:mod:`flows.checks`), which it runs again
+    when a deployment starts it; the preset is the flow's to apply.
     """
-    from pll.experiment import check_run
     from tracking.store import resolve_tracking_uri
 
-    if getattr(args, "preset", None) and hasattr(args, "noise"):
-        from pll.paper_protocols import preset_noise_params
+    from .checks import COMMANDS
 
-        args.noise_params = preset_noise_params(args.preset, args.noise, args.noise_params) or None
-    if args.command == "run":
-        check_run(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
-                  noise_params=args.noise_params, methods=args.methods, method_params=args.method_params, features=args.features,
-                  method_features=args.method_features, knn_backend=args.knn_backend, knn_options=args.knn_options,
-                  conformal_alpha=args.conformal_alpha)
-    elif args.command == "train":
-        check_run(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
-                  noise_params=args.noise_params, methods=[args.method], method_params={args.method: args.method_params or {}},
-                  features=args.features, knn_backend=args.knn_backend, knn_options=args.knn_options)
-        from pll.scoring import check_reject_options
-
-        check_reject_options(args.threshold, args.reject_lambda, args.conformal_alpha)
-    elif args.command == "benchmark":
-        from pll.grid import load_grid
-
-        load_grid(args.grid, args.preset)
-    elif args.command == "score":
-        from pll.scoring import check_input_path, check_output_path
-
-        check_input_path(args.input)
-        check_output_path(args.output)
-    elif args.command == "audit":
-        from pll.experiment import check_data, check_feature_pipeline
-        from pll.neighbors.registry import check_backend
-        from pll.scoring import check_output_path
-
-        check_data(dataset=args.dataset, mat_variables=args.mat_variables, protocol=args.protocol, noise=args.noise,
-                   noise_params=args.noise_params)
-        check_feature_pipeline(args.features)
-        check_backend(args.knn_backend, args.knn_options)
-        check_output_path(args.output)
+    if args.command in COMMANDS:
+        COMMANDS[args.command](vars(args))
     args.tracking_uri = resolve_tracking_uri(args.tracking_uri)
 
 
@@ -353,6 +320,7 @@ def cmd_run(args):
             noisy_bags=args.noisy_bags,
             noise=args.noise,
             noise_params=args.noise_params,
+            preset=args.preset,
             seed=args.seed,
             methods=args.methods,
             method_params=args.method_params,
@@ -429,26 +397,13 @@ def cmd_datasets(args):
 
 
 def cmd_report(args):
-    from pll.paper_protocols import get_preset
-    from pll.reproduction import ReportOptions, results_page
-    from tracking.grid import grid_results
-    from tracking.runs import resolve_tracking_uri
+    from .report import report
 
-    tracking_uri = resolve_tracking_uri(args.tracking_uri)
-    table, sources, presets = grid_results(tracking_uri, args.sources)
-    name = args.preset or (presets.pop() if len(presets) == 1 else "paper_text")
-    preset = get_preset(name)
-    options = ReportOptions(name, args.risk_aggregation or preset.risk_aggregation, args.ttest or preset.ttest)
-    command = " ".join(["pll report", *args.sources] + [f"--{k.replace('_', '-')} {v}" for k, v in (
-        ("preset", args.preset), ("risk_aggregation", args.risk_aggregation), ("ttest", args.ttest)) if v])
-    page = results_page(table, options, sources, command)
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(output.name + ".partial")
-    partial.write_text(page)
-    partial.replace(output)  # a reader never sees half a page
-    print(f"Wrote {output} from {len(sources)} grid run(s), {len(table)} rows (preset {name}, risks "
-          f"{options.risk_aggregation}, t-tests {options.ttest})")
+    written = report(args.sources, args.output, tracking_uri=args.tracking_uri, preset=args.preset,
+                     risk_aggregation=args.risk_aggregation, ttest=args.ttest)
+    options = written["options"]
+    print(f"Wrote {written['output']} from {written['grid_runs']} grid run(s), {written['rows']} rows (preset "
+          f"{options.preset}, risks {options.risk_aggregation}, t-tests {options.ttest})")
     return 0
 
 
@@ -467,6 +422,7 @@ def cmd_train(args):
         knn_options=args.knn_options,
         noise=args.noise,
         noise_params=args.noise_params,
+        preset=args.preset,
         seed=args.seed,
         threshold=args.threshold,
         reject_lambda=args.reject_lambda,
@@ -506,7 +462,8 @@ def cmd_audit(args):
     from .audit import audit
 
     result = audit(dataset=args.dataset, output=args.output, mat_variables=args.mat_variables, protocol=args.protocol,
-                   noisy_bags=args.noisy_bags, noise=args.noise, noise_params=args.noise_params, seed=args.seed,
+                   noisy_bags=args.noisy_bags, noise=args.noise, noise_params=args.noise_params, preset=args.preset,
+                   seed=args.seed,
                    features=args.features, n_neighbors=args.n_neighbors, knn_backend=args.knn_backend,
                    knn_options=args.knn_options, tracking_uri=args.tracking_uri, experiment=args.experiment)
     table, metrics = result["table"], result["metrics"]

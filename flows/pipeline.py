@@ -7,24 +7,21 @@ the MLflow run name each other (:mod:`flows.links`) and have the same name.
 
 from __future__ import annotations
 
-from functools import partial
-
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from threadpoolctl import threadpool_limits
 
-from flows import LOG_PRINTS
+from flows import LOG_PRINTS, checks
 from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
 from flows.tracked import ending_on_error
 from pll import catalog
 from pll.evaluation import DEFAULT_LAMBDAS
-from pll.features import shares_fit_neighbors
 from pll.experiment import (
+    Protocol,
     RunResult,
-    check_run,
-    make_split,
+    declare_protocol,
     metric_prefix,
     neighbor_metrics,
     pipeline_run_name,
@@ -33,128 +30,61 @@ from pll.experiment import (
 )
 from pll.neighbors import DEFAULT_BACKEND
 from pll.tables import markdown_table
-from cache.policy import bounded
-from tasks.calibration import calibration_split
-from tasks.conformal import conformal_option
-from tasks.evaluate import evaluate
-from tasks.features import split_and_featurize
+from cache.policy import bounded, lineage_keys
 from tasks.ingest import ingest
-from tasks.methods import run_method
-from tasks.neighbors import find_neighbors
-from tasks.noise import add_noise
 from tracking.pipeline import RUN_KIND, log_results
 from tasks.progress import stop_stages
-from tasks.protocol import run_protocol
+from tasks.stages import run_protocol, run_stage
 from tracking.runs import (
     KIND_TAG,
     PARENT_TAG,
-    end_run,
     resolve_tracking_uri,
     start_run,
     unique_run_name,
 )
-from tasks.trust import trust_option
 
 
-class _Stages:
-    """Submits stages as their inputs become ready; each result goes to a callback in the flow's thread.
+def submit_protocol(protocol: Protocol, raw) -> RunResult:
+    """The stages of ``protocol`` as Prefect tasks, each submitted once the values it reads exist.
 
-    A stage takes plain values, not futures, whose state Prefect would read
-    from its API once for every task that takes them.  (Not ``opaque``
-    values, which would save Prefect a walk through their fields:
-    prefect-dask's task runner passes them on still wrapped.)
+    A feature pipeline's neighbor search, its methods and their trust scores
+    run while another pipeline is still fitting its features: at scale one
+    heavy stage alone leaves a core idle for part of its time.  A stage takes
+    plain values, not futures, whose state Prefect would read from its API
+    once for every task that takes them; each value is dropped once every
+    stage that reads it has finished (at 1M rows a feature split is half a
+    GiB).  At the first stage that fails, the others are asked to stop at
+    their next block of rows (:func:`tasks.progress.stop_stages`) and its
+    own error is raised, not minutes later.
     """
+    stage_task = bounded(run_stage, raw.n_rows)
+    keys = lineage_keys(protocol, {"raw": raw})
+    values, readers, waiting, running = {"raw": raw}, protocol.readers(), list(protocol.stages), {}
 
-    def __init__(self):
-        self._pending = {}
+    def submit_ready():
+        for stage in [s for s in waiting if all(name in values for name in s.reads)]:
+            waiting.remove(stage)
+            inputs = tuple(values[name] for name in stage.reads)
+            running[stage_task.submit(stage, keys[stage.writes], inputs)] = stage
 
-    def submit(self, stage, then, *args, **kwargs):
-        """Submit ``stage(*args, **kwargs)``; its result will be passed to ``then``."""
-        self._pending[stage.submit(*args, **kwargs)] = then
-
-    def run(self):
-        """Until none is pending, hand each finished stage's result to its callback (which may submit more).
-
-        At the first stage that fails, the others are asked to stop and its
-        own error is raised, not minutes later: the stages still running end
-        at their next block of rows (:func:`tasks.progress.stop_stages`).
-        """
-        while self._pending:
-            future = next(as_completed(list(self._pending)))
-            future.wait()  # its final state, not the API's record of it, which may lag behind
-            if not future.state.is_completed():
-                stop_stages(FlowRunContext.get().flow_run.id)
-            self._pending.pop(future)(future.result())
-
-
-def _staged(ds, plan, seed, noise, noise_params, methods, method_params, features, method_features, val_fraction,
-            knn_backend, knn_options, conformal_alpha) -> RunResult:
-    """The protocol of :func:`pll.experiment.run_protocol` with a cached Prefect task per stage.
-
-    Each stage is submitted as soon as the stages it reads have finished, so
-    that a feature pipeline's neighbor search, its methods and their trust
-    scores run while another pipeline is still fitting its features: at
-    scale one heavy stage alone leaves a core idle for part of its time.
-    """
-    featurize_, neighbors_, method_, trust_, calibration_, conformal_ = (
-        bounded(stage, ds.n_rows)
-        for stage in (split_and_featurize, find_neighbors, run_method, trust_option, calibration_split,
-                      conformal_option)
-    )
-    ds = bounded(add_noise, ds.n_rows)(ds, noise, noise_params, seed)
-    rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
-    knn = (knn_backend, knn_options)
-    stages = _Stages()
-    splits, calibrations, searches, outputs = {}, {}, {}, {}
-
-    def featurized(g, split):
-        splits[g.features] = split
-        if shares_fit_neighbors(g.features):  # its hold-out split reads its smoothing neighbors from this one
-            stages.submit(calibration_, partial(calibrated, g), ds, rows, g.features, g.k, *knn, split.subset_neighbors)
-        search_if_ready(g)
-
-    def calibrated(g, calibration):
-        calibrations[g.features] = calibration
-        if conformal_alpha is not None:
-            for run in g.runs:
-                stages.submit(conformal_, partial(outputs.__setitem__, ("conformal", run.name)),
-                              run, calibration, seed, conformal_alpha)
-        search_if_ready(g)
-
-    def search_if_ready(g):
-        if g.features in splits and g.features in calibrations:
-            stages.submit(neighbors_, partial(searched, g), splits[g.features], calibrations[g.features], g.k, *knn)
-
-    def searched(g, nb):
-        searches[g.features] = nb
-        for run in g.runs:
-            stages.submit(method_, partial(predicted, g), run, splits[g.features], calibrations[g.features], nb, seed)
-
-    def predicted(g, output):
-        # Every method run is evaluated a second time with the trust score as its reject option.
-        outputs["native", output.name] = output
-        stages.submit(trust_, partial(outputs.__setitem__, ("trust", output.name)), output, splits[g.features],
-                      rows, searches[g.features], calibrations[g.features], knn_backend=knn_backend,
-                      knn_options=knn_options)
-        if all(("native", run.name) in outputs for run in g.runs):
-            # No stage left to submit reads the group's features: the stages that do hold their own
-            # reference, and the other group's last stages need the memory (at 1M rows, about half a GiB).
-            del splits[g.features], calibrations[g.features]
-
-    for g in plan.groups:
-        stages.submit(featurize_, partial(featurized, g), ds, rows, g.features, *knn)
-        if not shares_fit_neighbors(g.features):
-            stages.submit(calibration_, partial(calibrated, g), ds, rows, g.features, g.k, *knn)
     # Parallel work comes from the stages, side by side on the flow's threads, as on Dask's workers, which
     # start with one BLAS thread each: a BLAS thread pool of its own per product only spins between the cell
     # search's small products, burning a core that another stage needs.
     with threadpool_limits(limits=1, user_api="blas"):
-        stages.run()
-    runs = [run.name for g in plan.groups for run in g.runs]
-    ordered = tuple(outputs[kind, name] for kind in ("native", "trust", "conformal") for name in runs
-                    if (kind, name) in outputs)
-    neighbors = {g.features: searches[g.features] for g in plan.groups}
-    return RunResult(ds, rows, neighbors, ordered, evaluate(ordered, ds, rows))
+        submit_ready()
+        while running:
+            future = next(as_completed(list(running)))
+            future.wait()  # its final state, not the API's record of it, which may lag behind
+            if not future.state.is_completed():
+                stop_stages(FlowRunContext.get().flow_run.id)
+            stage = running.pop(future)
+            values[stage.writes] = future.result()
+            for name in stage.reads:
+                readers[name] -= 1
+                if not readers[name]:
+                    del values[name]
+            submit_ready()
+    return values[protocol.stages[-1].writes]
 
 
 def _flow_run_name() -> str:
@@ -173,6 +103,7 @@ def pipeline(
     noisy_bags: bool = False,
     noise: str = catalog.DEFAULT_NOISE,
     noise_params: dict | None = None,
+    preset: str | None = None,
     seed: int = 0,
     methods: list[str] = list(catalog.DEFAULT_METHODS),
     method_params: dict[str, dict | list[dict]] | None = None,
@@ -208,6 +139,7 @@ def pipeline(
     draws no figures (a grid draws its own).  ``stage_tasks``: a Prefect
     task per stage (each cached, the method runs in parallel), or the whole
     protocol as one task; default: per stage from :data:`pll.catalog.STAGE_TASKS_MIN_ROWS` rows.
+    ``preset`` fills the noise parameters ``noise_params`` leaves out (:func:`pll.paper_protocols.preset_noise_params`).
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
     ``noisy_bags`` accepts empty bags and true labels outside their bags;
     ``mat_variables`` names a ``.mat`` file's variables (see :func:`pll.load_dataset`).
@@ -217,10 +149,7 @@ def pipeline(
     reject option (None: not evaluated).  Stages of a run
     on more rows than :func:`cache.policy.cache_max_rows` are not cached.
     """
-    check_run(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise,
-              noise_params=noise_params, methods=methods, method_params=method_params, features=features,
-              method_features=method_features, knn_backend=knn_backend, knn_options=knn_options,
-              val_fraction=val_fraction, conformal_alpha=conformal_alpha)
+    noise_params = checks.pipeline(locals())["noise_params"]  # first: locals() are the parameters
     tracking_uri = resolve_tracking_uri(tracking_uri)
     plan = plan_run(methods, method_params, features, method_features)
     if knn_backend == "dask" and dask_address:
@@ -255,12 +184,13 @@ def pipeline(
     logger = get_run_logger()
     with ending_on_error(tracking_uri, run_id):
         raw = ingest(dataset, protocol, noisy_bags, mat_variables)
-        args = (seed, noise, noise_params, methods, method_params, features, method_features, val_fraction,
-                knn_backend, knn_options, conformal_alpha)
+        protocol = declare_protocol(plan, seed=seed, noise=noise, noise_params=noise_params,
+                                    val_fraction=val_fraction, knn=knn_backend, knn_options=knn_options,
+                                    conformal_alpha=conformal_alpha)
         staged = stage_tasks if stage_tasks is not None else raw.n_rows >= catalog.STAGE_TASKS_MIN_ROWS
         # Submitted, not called: on a Dask task runner the protocol runs on a worker, like the stages would.
-        result = (_staged(raw, plan, *args) if staged
-                  else bounded(run_protocol, raw.n_rows).submit(raw, *args).result())
+        result = (submit_protocol(protocol, raw) if staged
+                  else bounded(run_protocol, raw.n_rows).submit(protocol, raw).result())
         ds, rows, neighbor_sets, outputs, evaluation = (
             result.data, result.rows, result.neighbors, result.outputs, result.evaluation)
         summary = ds.summary()

@@ -16,12 +16,10 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows import LOG_PRINTS
+from flows import LOG_PRINTS, checks
 from pll import catalog
 from pll.errors import FilesFailedError
 from pll.scoring import (
-    check_input_path,
-    check_output_path,
     file_fingerprint,
     folder_output,
     pending_files,
@@ -49,8 +47,7 @@ def score_one(
     ``output`` and ``review``, and the scoring ``run_id``.  A path that cannot
     be read or written is refused before the model is loaded or a run started.
     """
-    check_input_path(input)
-    check_output_path(output)
+    checks.scoring(locals())  # first: locals() are the parameters
     tracking_uri = resolve_tracking_uri(tracking_uri)
     fitted, source = load(model_uri, tracking_uri)
     return _score_and_log(fitted, source, input, output, tracking_uri, experiment)

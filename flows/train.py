@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import LOG_PRINTS
+from flows import LOG_PRINTS, checks
 from flows.links import flow_run_tags, name_flow_run, tag_flow_run
 from pll import catalog
-from pll.experiment import check_run, dataset_label
-from pll.scoring import check_reject_options
+from pll.experiment import dataset_label
 from pll.neighbors import DEFAULT_BACKEND
 from tasks.ingest import ingest
 from tasks.training import fit
@@ -31,6 +30,7 @@ def train(
     knn_options: dict | None = None,
     noise: str = catalog.DEFAULT_NOISE,
     noise_params: dict | None = None,
+    preset: str | None = None,
     seed: int = 0,
     threshold: float | None = None,
     reject_lambda: float | None = None,
@@ -67,11 +67,8 @@ def train(
     ``registered_uri`` when ``registered_name`` names a registered model, the
     training ``run_id``, ``experiment`` and ``tracking_uri``.
     """
-    # A bad name or parameter fails before any run is created.
-    check_run(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise,
-              noise_params=noise_params, methods=[method], method_params={method: method_params or {}},
-              features=features, knn_backend=knn_backend, knn_options=knn_options)
-    check_reject_options(threshold, reject_lambda, conformal_alpha)
+    # A bad name or parameter fails before any run is created; locals() are still the parameters.
+    noise_params = checks.training(locals())["noise_params"]
     tracking_uri = resolve_tracking_uri(tracking_uri)
     config = {
         "dataset": dataset,

@@ -1,13 +1,14 @@
 """The protocol of one run, as plain functions: a notebook reproduces a logged run without Prefect or MLflow.
 
-:func:`run_protocol` runs it all; the stages, each of which a Prefect task of
-``tasks/`` calls and logs: :func:`make_split` (train, test, validation
-rows), :func:`calibration_split` (the hold-out split every calibration
-uses) and :func:`find_neighbors` (one :class:`NeighborSet` per feature
-pipeline), :func:`run_method`, :func:`trust_option` and
-:func:`conformal_option` (a :class:`MethodOutput` per method and reject
-option), :func:`evaluate` (an :class:`Evaluation`) and
-:func:`prediction_frames`.  :func:`check_run` refuses a run's parameters
+:func:`declare_protocol` declares the stages of a run, what each reads and
+writes; :func:`run_protocol` runs them in order (:func:`run_stages`), and the
+pipeline flow submits the same declaration as Prefect tasks.  What the
+stages compute: :func:`make_split` (train, test, validation rows),
+:func:`calibration_split` (the hold-out split every calibration uses) and
+:func:`find_neighbors` (one :class:`NeighborSet` per feature pipeline),
+:func:`run_method`, :func:`trust_option` and :func:`conformal_option` (a
+:class:`MethodOutput` per method and reject option), :func:`evaluate` (an
+:class:`Evaluation`) and :func:`prediction_frames`.  :func:`check_run` refuses a run's parameters
 before anything starts.  Names are imported on first use.
 """
 
@@ -22,6 +23,10 @@ _PUBLIC = {
     "MethodRun": ".plan",
     "NeighborSet": ".neighbors",
     "OptionEvaluation": ".evaluation",
+    "Protocol": ".stages",
+    "Stage": ".stages",
+    "declare_protocol": ".stages",
+    "run_stages": ".stages",
     "PARTIAL_LABEL_LOSS": ".evaluation",
     "RunPlan": ".plan",
     "RunResult": ".protocol",

@@ -6,19 +6,15 @@ from dataclasses import dataclass
 
 from .. import catalog
 from ..evaluation import DEFAULT_LAMBDAS
-from ..features import featurize
 from ..neighbors.registry import DEFAULT_BACKEND
-from ..noise import apply_noise
 from .checks import check_protocol
-from .calibration import calibration_split
-from .conformal import DEFAULT_ALPHA, conformal_option
-from .evaluation import Evaluation, evaluate
-from .methods import run_method
-from .neighbors import find_neighbors, neighbor_metrics
+from .conformal import DEFAULT_ALPHA
+from .evaluation import Evaluation
+from .neighbors import neighbor_metrics
 from .plan import DEFAULT_METHODS, plan_run
 from .predictions import prediction_frames
-from .split import SplitRows, make_split
-from .trust import trust_option
+from .split import SplitRows
+from .stages import declare_protocol, run_stages
 
 
 @dataclass(frozen=True)
@@ -75,10 +71,10 @@ def run_protocol(
 
     Noise, split with validation hold-out, features, neighbors, every method
     with its own, the trust score's and (unless ``conformal_alpha`` is None)
-    conformal prediction sets' reject option, evaluation: the same
-    stages, with the same arguments, as ``flows.pipeline.pipeline``, so the
-    metrics equal those the pipeline logs for the same data, seed and options
-    (all but the neighbor search's seconds).  ``ds`` is what
+    conformal prediction sets' reject option, evaluation: the stages of
+    :func:`~pll.experiment.declare_protocol`, run in order — the declaration
+    the pipeline flow submits, so the metrics equal those it logs for the
+    same data, seed and options (all but the neighbor search's seconds).  ``ds`` is what
     :func:`pll.load_dataset` returns (with the run's ``protocol`` and options).
 
     Examples
@@ -93,23 +89,7 @@ def run_protocol(
                    knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction,
                    conformal_alpha=conformal_alpha)
     plan = plan_run(methods, method_params, features, method_features)
-    ds = apply_noise(ds, noise, noise_params, seed)
-    rows = make_split(ds.n_rows, seed, val_fraction=val_fraction)
-    neighbors, outputs = {}, []
-    for group in plan.groups:
-        split = featurize(ds, rows.train, rows.test, group.features, knn=knn_backend, knn_params=knn_options,
-                          subset=rows.fit)
-        calibration = calibration_split(ds, rows, group.features, group.k, knn_backend, knn_options,
-                                        split.subset_neighbors)
-        nb = neighbors[group.features] = find_neighbors(split, calibration, group.k, knn_backend, knn_options)
-        native, conformal = [], []
-        for run in group.runs:  # one hold-out model per method run, for its own and its conformal calibration
-            holdout = calibration.fit_holdout(run, seed)
-            native.append(run_method(run, split, calibration, nb, seed, holdout))
-            if conformal_alpha is not None:
-                conformal.append(conformal_option(run, calibration, seed, conformal_alpha, holdout))
-        outputs += native + [
-            trust_option(o, split, rows, nb, calibration, knn_backend=knn_backend, knn_options=knn_options)
-            for o in native
-        ] + conformal
-    return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows, lambdas))
+    protocol = declare_protocol(plan, seed=seed, noise=noise, noise_params=noise_params, val_fraction=val_fraction,
+                                knn=knn_backend, knn_options=knn_options, conformal_alpha=conformal_alpha,
+                                lambdas=lambdas)
+    return run_stages(protocol, ds)

@@ -110,7 +110,7 @@ def test_stages_of_large_runs_are_not_cached(monkeypatch):
     from prefect.cache_policies import NO_CACHE
 
     from cache.policy import DEFAULT_CACHE_MAX_ROWS, bounded
-    from tasks.neighbors import find_neighbors
+    from tasks.stages import run_stage as find_neighbors
 
     assert bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS) is find_neighbors
     large = bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS + 1)

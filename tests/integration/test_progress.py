@@ -245,37 +245,43 @@ def test_a_parallel_loop_raises_its_blocks_error_and_stops_when_asked():
     assert len(started) < 10  # it stopped within a few blocks of being asked, not at the end
 
 
-def test_a_failed_stage_stops_the_stages_still_running(prefect_harness):
+@pytest.fixture
+def stage_kinds(monkeypatch):
+    """Register stage kinds for a test's own protocol; nothing cached (the cache would outlive the test)."""
+    from pll.experiment import stages
+
+    monkeypatch.setenv("PLL_CACHE_MAX_ROWS", "0")
+    return lambda **functions: [monkeypatch.setitem(stages.FUNCTIONS, k, f) for k, f in functions.items()]
+
+
+def test_a_failed_stage_stops_the_stages_still_running(prefect_harness, stage_kinds):
     """The pipeline's wait raises the failed stage's own error; a running stage stops at its next block."""
     import time
 
-    from prefect import flow, task
+    from prefect import flow
 
-    from flows.pipeline import _Stages
+    from flows.pipeline import submit_protocol
     from pll.errors import InvalidDataError
-    from tasks.progress import logged_progress
+    from pll.experiment import Protocol, Stage
 
     ran = []
 
-    @task
-    def long_stage():
-        with logged_progress():
-            for rows in track(blocks(2_000, 1), "long stage"):
-                ran.append(rows.start)
-                time.sleep(0.05)
+    def long_stage(raw):
+        for rows in track(blocks(2_000, 1), "long stage"):
+            ran.append(rows.start)
+            time.sleep(0.05)
 
-    @task
-    def failing_stage():
+    def failing_stage(raw):
         while len(ran) < 5:  # fail while the long stage is under way
             time.sleep(0.05)
         raise InvalidDataError("row 3 of the input is bad")
 
+    stage_kinds(long=long_stage, failing=failing_stage)
+    protocol = Protocol((Stage("long", "a", ("raw",), {}), Stage("failing", "b", ("raw",), {})))
+
     @flow
     def two_stages():
-        stages = _Stages()
-        stages.submit(long_stage, print)
-        stages.submit(failing_stage, print)
-        stages.run()
+        return submit_protocol(protocol, pll.load_dataset("iris"))
 
     state = two_stages(return_state=True)
     assert state.is_failed()
@@ -302,36 +308,24 @@ def test_pl_aknn_preprocessing_reports_its_smoothing_and_stops_when_asked(data, 
             pll.PlAknnPreprocessor(smooth_k=10, density_k=20).fit(X)
 
 
-def test_a_stage_starts_when_its_inputs_are_ready_not_when_every_stage_of_a_wave_is(prefect_harness):
-    """The pipeline's stages chain through callbacks: a stage waiting on a slow, unrelated one does not hold back another chain."""
+def test_a_stage_starts_when_its_inputs_are_ready_not_when_every_stage_of_a_wave_is(prefect_harness, stage_kinds):
+    """A stage waiting on a slow, unrelated one does not hold back another chain of the protocol."""
     import threading
 
-    from prefect import flow, task
+    from prefect import flow
 
-    from flows.pipeline import _Stages
+    from flows.pipeline import submit_protocol
+    from pll.experiment import Protocol, Stage
 
     second_ran = threading.Event()
-
-    @task
-    def slow_stage():
-        return second_ran.wait(timeout=120)  # True only if the other chain's second stage ran meanwhile
-
-    @task
-    def first(x):
-        return x + 1
-
-    @task
-    def second(x):
-        second_ran.set()
-        return 10 * x
+    stage_kinds(slow=lambda raw: second_ran.wait(timeout=120),  # True only if the other chain's second stage ran
+                first=lambda raw: raw.n_rows + 1, second=lambda x: (second_ran.set(), 10 * x)[1],
+                join=lambda slow, chain: (slow, chain))
+    protocol = Protocol((Stage("slow", "slow", ("raw",), {}), Stage("first", "x", ("raw",), {}),
+                         Stage("second", "y", ("x",), {}), Stage("join", "result", ("slow", "y"), {})))
 
     @flow
     def chains():
-        results = {}
-        stages = _Stages()
-        stages.submit(slow_stage, lambda ok: results.__setitem__("slow", ok))
-        stages.submit(first, lambda y: stages.submit(second, lambda z: results.__setitem__("chain", z), y), 1)
-        stages.run()
-        return results
+        return submit_protocol(protocol, pll.load_dataset("iris"))
 
-    assert chains() == {"slow": True, "chain": 20}
+    assert chains() == (True, 1510)

@@ -1,0 +1,85 @@
+"""What each command accepts: its parameters checked, and its preset applied, before anything starts.
+
+Each flow calls its function here first, so a deployment or a notebook gets
+the same checks and presets as ``pll``; the command line calls the same
+function before it starts a Prefect server for a run that could not work.
+Each returns the parameters it settled (a preset's noise parameters, a
+resolved path).  Only :mod:`pll` is imported: the command line starts fast.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from pll.errors import InvalidParameterError
+
+
+def _given(function, params: dict) -> dict:
+    """The entries of ``params`` that ``function`` takes."""
+    names = inspect.signature(function).parameters
+    return {k: v for k, v in params.items() if k in names}
+
+
+def _noise_params(params: dict) -> dict | None:
+    from pll.paper_protocols import preset_noise_params
+
+    return preset_noise_params(params.get("preset"), params["noise"], params.get("noise_params")) or None
+
+
+def pipeline(params: dict) -> dict:
+    """A pipeline run's (:func:`flows.pipeline.pipeline`): its data, noise, methods, features, kNN and sets."""
+    from pll.experiment import check_run
+
+    settled = {"noise_params": _noise_params(params)}
+    check_run(**_given(check_run, {**params, **settled}))
+    return settled
+
+
+def training(params: dict) -> dict:
+    """A training run's (:func:`flows.train.train`): as a pipeline's for its one method, and its reject options."""
+    from pll.experiment import check_run
+    from pll.scoring import check_reject_options
+
+    settled = {"noise_params": _noise_params(params)}
+    method = params["method"]
+    check_run(**_given(check_run, {**params, **settled, "methods": [method],
+                                   "method_params": {method: params.get("method_params") or {}}}))
+    check_reject_options(params.get("threshold"), params.get("reject_lambda"), params.get("conformal_alpha"))
+    return settled
+
+
+def benchmark(params: dict) -> dict:
+    """A grid's (:func:`flows.benchmark.benchmark`): the grid file parses under the preset."""
+    from pll.grid import load_grid
+
+    load_grid(params["grid"], params.get("preset"))
+    return {}
+
+
+def scoring(params: dict) -> dict:
+    """A scoring run's (:func:`flows.score.score_one`): the input can be read and the output written."""
+    from pll.scoring import check_input_path, check_output_path
+
+    check_input_path(params["input"])
+    check_output_path(params["output"])
+    return {}
+
+
+def auditing(params: dict) -> dict:
+    """An audit's (:func:`flows.audit.audit`): its data, noise, features, kNN, neighbors and output."""
+    from pll.experiment import check_data, check_feature_pipeline
+    from pll.neighbors.registry import check_backend
+    from pll.scoring import check_output_path
+
+    settled = {"noise_params": _noise_params(params)}
+    check_data(**_given(check_data, {**params, **settled}))
+    check_feature_pipeline(params["features"])
+    check_backend(params["knn_backend"], params.get("knn_options"))
+    n_neighbors = params["n_neighbors"]
+    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or n_neighbors < 1:
+        raise InvalidParameterError(f"n_neighbors must be a positive integer, got {n_neighbors!r}")
+    return {**settled, "output": check_output_path(params["output"])}
+
+
+COMMANDS = {"run": pipeline, "train": training, "benchmark": benchmark, "score": scoring, "audit": auditing}
+"""The checks of each ``pll`` command that starts a flow."""

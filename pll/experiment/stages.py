@@ -1,0 +1,184 @@
+"""The run protocol, declared once: its stages, what each reads and what it writes.
+
+A stage is plain data — its kind, the value it writes, the values it reads,
+its constant parameters — so one declaration serves every way of running
+it: :func:`run_stages` in a loop (notebooks, small runs, the pipeline's
+one-task mode) and the pipeline flow, which submits each stage as a Prefect
+task once the values it reads exist.  A stage's cache key follows from its
+declaration and the keys of what it reads (``cache.policy.lineage_keys``).
+
+Values are named ``<what>`` or ``<what>:<of>``: ``raw`` (the loaded data
+set, the one input), ``data`` (with the noise model's bags), ``rows``;
+per feature pipeline ``split:<f>``, ``calibration:<f>``, ``neighbors:<f>``;
+per method run ``holdout:<run>`` (the model fitted on the fitting rows,
+shared by the method's and the conformal option's calibration),
+``native:<run>``, ``trust:<run>``, ``conformal:<run>``; and ``result``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .. import catalog
+from ..evaluation import DEFAULT_LAMBDAS
+from ..features import featurize, shares_fit_neighbors
+from ..neighbors.registry import DEFAULT_BACKEND
+from ..noise import apply_noise
+from .calibration import calibration_split
+from .conformal import DEFAULT_ALPHA, conformal_option
+from .evaluation import evaluate
+from .methods import run_method
+from .neighbors import find_neighbors
+from .split import make_split
+from .trust import trust_option
+
+OPTIONS = ("native", "trust", "conformal")
+"""The reject options of every method run, in the order a run's outputs list them."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """``writes = FUNCTIONS[kind](*(values[r] for r in reads), **params)``.
+
+    ``label`` names the stage's task runs (``method-dst_pll``).
+    """
+
+    kind: str
+    writes: str
+    reads: tuple
+    params: dict
+
+    @property
+    def label(self) -> str:
+        target = self.writes.partition(":")[2]
+        return f"{LABELS.get(self.kind, self.kind)}-{target}" if target else LABELS.get(self.kind, self.kind)
+
+    def run(self, *values):
+        """Compute the stage from the values it reads, in the order of :attr:`reads`."""
+        return FUNCTIONS[self.kind](*values, **self.params)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The stages of one run, each after the stages whose values it reads; ``result`` is the last one's."""
+
+    stages: tuple
+
+    def readers(self) -> Counter:
+        """How many stages read each value: a runner drops a value once they have all run."""
+        return Counter(name for stage in self.stages for name in stage.reads)
+
+
+def declare_protocol(plan, *, seed: int = 0, noise: str = catalog.DEFAULT_NOISE, noise_params: dict | None = None,
+                     val_fraction: float = 0.2, knn: str = DEFAULT_BACKEND, knn_options: dict | None = None,
+                     conformal_alpha: float | None = DEFAULT_ALPHA, lambdas=DEFAULT_LAMBDAS) -> Protocol:
+    """The :class:`Protocol` of a run of ``plan`` (:func:`~pll.experiment.plan_run`) with these options.
+
+    Noise and split, then per feature pipeline: the features fitted on the
+    training rows, the hold-out split (:mod:`pll.experiment.calibration`;
+    its feature fit reads the full split's search when the pipeline searches
+    neighbors in a projection fitted on nothing), the neighbors; per method
+    run: the hold-out model, the method with its own reject option, the
+    trust score's and (unless ``conformal_alpha`` is None) the conformal
+    sets'; last the evaluation of every output (:func:`~pll.experiment.evaluate`).
+    """
+    knn_args = {"knn": knn, "knn_options": dict(knn_options or {})}
+    stages = [Stage("noise", "data", ("raw",), {"model": noise, "params": noise_params, "seed": seed}),
+              Stage("split", "rows", ("data",), {"seed": seed, "val_fraction": val_fraction})]
+    outputs = {option: [] for option in OPTIONS}
+    for group in plan.groups:
+        f = group.features
+        split, calibration, neighbors = f"split:{f}", f"calibration:{f}", f"neighbors:{f}"
+        shared = (split,) if shares_fit_neighbors(f) else ()
+        stages += [
+            Stage("features", split, ("data", "rows"), {"features": f, **knn_args}),
+            Stage("calibration", calibration, ("data", "rows", *shared), {"features": f, "k": group.k, **knn_args}),
+            Stage("neighbors", neighbors, (split, calibration), {"k": group.k, **knn_args}),
+        ]
+        for run in group.runs:
+            holdout, native = f"holdout:{run.name}", f"native:{run.name}"
+            stages += [
+                Stage("holdout", holdout, (calibration,), {"run": run, "seed": seed}),
+                Stage("method", native, (split, calibration, neighbors, holdout), {"run": run, "seed": seed}),
+                Stage("trust", f"trust:{run.name}", (native, split, "rows", neighbors, calibration), knn_args),
+            ]
+            outputs["native"].append(native)
+            outputs["trust"].append(f"trust:{run.name}")
+            if conformal_alpha is not None:
+                stages.append(Stage("conformal", f"conformal:{run.name}", (calibration, holdout),
+                                    {"run": run, "seed": seed, "alpha": conformal_alpha}))
+                outputs["conformal"].append(f"conformal:{run.name}")
+    searched = tuple(f"neighbors:{g.features}" for g in plan.groups)
+    ordered = tuple(name for option in OPTIONS for name in outputs[option])
+    stages.append(Stage("result", "result", ("data", "rows", *searched, *ordered),
+                        {"features": tuple(g.features for g in plan.groups), "lambdas": tuple(lambdas)}))
+    return Protocol(tuple(stages))
+
+
+def run_stages(protocol: Protocol, raw):
+    """Run every stage of ``protocol`` in order on the loaded data set ``raw``; the last stage's value.
+
+    Each value is dropped once the stages that read it have run, as the
+    pipeline flow does: at scale a feature split is hundreds of MB.
+    """
+    values, readers = {"raw": raw}, protocol.readers()
+    for stage in protocol.stages:
+        values[stage.writes] = stage.run(*(values[name] for name in stage.reads))
+        for name in stage.reads:
+            readers[name] -= 1
+            if not readers[name]:
+                del values[name]
+    return values[protocol.stages[-1].writes]
+
+
+def _noise(raw, *, model, params, seed):
+    return apply_noise(raw, model, params, seed)
+
+
+def _split(ds, *, seed, val_fraction):
+    return make_split(ds.n_rows, seed, val_fraction=val_fraction)
+
+
+def _features(ds, rows, *, features, knn, knn_options):
+    """The pipeline fitted on the training rows; it keeps the fitting rows' share of its search (``subset``)."""
+    return featurize(ds, rows.train, rows.test, features, knn=knn, knn_params=knn_options, subset=rows.fit)
+
+
+def _calibration(ds, rows, split=None, *, features, k, knn, knn_options):
+    fit_neighbors = None if split is None else split.subset_neighbors
+    return calibration_split(ds, rows, features, k, knn, knn_options, fit_neighbors)
+
+
+def _neighbors(split, calibration, *, k, knn, knn_options):
+    return find_neighbors(split, calibration, k, knn, knn_options)
+
+
+def _holdout(calibration, *, run, seed):
+    return calibration.fit_holdout(run, seed)
+
+
+def _method(split, calibration, neighbors, holdout, *, run, seed):
+    return run_method(run, split, calibration, neighbors, seed, holdout)
+
+
+def _trust(output, split, rows, neighbors, calibration, *, knn, knn_options):
+    return trust_option(output, split, rows, neighbors, calibration, knn_backend=knn, knn_options=knn_options)
+
+
+def _conformal(calibration, holdout, *, run, seed, alpha):
+    return conformal_option(run, calibration, seed, alpha, holdout)
+
+
+def _result(ds, rows, *values, features, lambdas):
+    from .protocol import RunResult
+
+    neighbors, outputs = dict(zip(features, values[: len(features)])), values[len(features):]
+    return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows, lambdas))
+
+
+FUNCTIONS = {"noise": _noise, "split": _split, "features": _features, "calibration": _calibration,
+             "neighbors": _neighbors, "holdout": _holdout, "method": _method, "trust": _trust,
+             "conformal": _conformal, "result": _result}
+LABELS = {"calibration": "calibration-split", "result": "evaluate"}
+"""Task run names that differ from the stage's kind (kept from the stage tasks the runs showed before)."""
