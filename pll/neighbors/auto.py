@@ -26,6 +26,17 @@ pynndescent's first use in a process adds 33 s of numba compilation, shared by t
 run, so exact search wins up to about 100k rows at k = 10 and about 200k at k = 50: pynndescent's graph
 and candidate lists grow with k, exact search's cost barely does."""
 AUTO_WIDE_K = 32
+AUTO_MIN_CONTRAST = 2.0
+"""``auto`` beyond its exact threshold searches exactly when the training rows' relative contrast (the mean
+distance to random rows over the distance to the :data:`CONTRAST_K`-th neighbor, median of the recall sample,
+:meth:`~pll.neighbors.recall.RecallProbe.relative_contrast`) is below this.  Measured on 32-d Gaussian
+mixtures of 20 classes (30,000 and 120,000 rows): the project's generator (class means of spread 1.5) has a
+contrast of 2.4-2.6 and nndescent's own graph a recall@10 of 0.993-1.000 at default settings; centres close
+together (spread 0.2, no cluster structure) have 1.55-1.65 and 0.88-0.95, falling with the rows (0.857 at
+240,000), where reaching 0.95 costs more than exact search (``benchmarks/recall_target.py``).  The
+contrast needs only the exact neighbors of the recall sample, which the own graph's recall needs anyway, and
+no numba compilation (33 s in a fresh process, which exact search need not pay)."""
+CONTRAST_K = 10
 
 
 def auto_exact_max_rows(k):

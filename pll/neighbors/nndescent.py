@@ -95,6 +95,13 @@ recall@k), (query_k, epsilon):
   at 0.9999, (60, 0.35) 4.7 s, (60, 0.25) 3.2 s at 0.9997, (60, 0.2) 3.0 s at 0.9995."""
 
 
+MAX_BREADTH = 2
+WIDER = (1, 0.1)
+"""Each step of query breadth fetches ``k`` more candidates and adds 0.1 to epsilon."""
+MAX_DEPTH = 3
+"""Steps of graph thickening (:func:`deeper`): a degree up to 1.5^3 = 3.4 times the default."""
+
+
 def query_defaults(k, degree):
     """pynndescent's ``(query_k, epsilon)`` for a search of ``k`` neighbors in a graph of ``degree`` (see :data:`QUERY_BREADTH`)."""
     wide = k >= WIDE_K  # a wide search is measured only in a wide graph, and takes its breadth in any
@@ -119,6 +126,9 @@ class NNDescentIndex:
         :data:`QUERY_BREADTH`, so that a 10-neighbor search of an index
         built for 50 fetches 15, not 55).
     random_state : int, default=0
+    depth : int, default=0
+        Steps of graph thickening (:func:`deeper`), as an escalating search
+        (:meth:`pll.neighbors.NeighborIndex.kneighbors`) asks for them.
     **params
         Passed to :class:`pynndescent.NNDescent` (``n_neighbors``,
         ``n_trees``, ``n_iters``, ``diversify_prob``, ``n_jobs``, ...: the list
@@ -133,28 +143,72 @@ class NNDescentIndex:
     graph build is one call into pynndescent and cannot be stopped midway.
     """
 
-    def __init__(self, X_train, k, *, epsilon=None, query_k=None, random_state=0, **params):
-        from pynndescent import NNDescent
-
-        self.X_train = X_train
+    def __init__(self, X_train, k, *, epsilon=None, query_k=None, random_state=0, depth=0, **params):
+        self.X_train, self.k = X_train, k
         self.distinct = DistinctRows(X_train)
         self._rows = X_train if self.distinct.all_distinct else X_train[self.distinct.first]
-        n_rows = self._rows.shape[0]
         self.epsilon = epsilon
         self.query_k = query_k
-        params = {**DEFAULTS, **params}
-        params["n_neighbors"] = min(params.get("n_neighbors") or graph_neighbors(k, n_rows), n_rows - 1)
-        if params["n_neighbors"] >= WIDE_K:
-            params = {**WIDE_GRAPH, **params}
+        self.breadth = 0
+        self._random_state, self._params = random_state, params
         self._n_jobs = params.get("n_jobs")
         self._lock = threading.Lock()
         self._exact = None
+        self._build(depth)
+
+    def _build(self, depth):
+        """(Re)build the graph at ``depth`` (:func:`deeper`): a thicker graph, more NN-descent iterations."""
+        from pynndescent import NNDescent
+
+        n_rows = self._rows.shape[0]
+        params = {**DEFAULTS, **self._params}
+        params["n_neighbors"] = min(params.get("n_neighbors") or graph_neighbors(self.k, n_rows), n_rows - 1)
+        if params["n_neighbors"] >= WIDE_K:
+            params = {**WIDE_GRAPH, **params}
+        self.depth, self.params = depth, deeper(params, depth, n_rows)
         self._index = self._graph = None
         # Distinct rows that fit in one random-projection leaf are all compared with each other anyway
         # (pynndescent also needs more rows than its graph degree): those are searched exactly.
-        if n_rows > params["leaf_size"]:
-            self._index = NNDescent(self._rows, random_state=random_state, **params)
+        if n_rows > self.params["leaf_size"]:
+            self._index = NNDescent(self._rows, random_state=self._random_state, **self.params)
             self._graph = self._index.neighbor_graph[0]
+
+    @property
+    def approximate(self):
+        """False when the rows fit in one leaf and are searched exactly."""
+        return self._index is not None
+
+    def widen(self):
+        """Search wider from now on (at most :data:`MAX_BREADTH` steps)."""
+        self.breadth = min(self.breadth + 1, MAX_BREADTH)
+
+    max_breadth = MAX_BREADTH
+
+    def can_deepen(self):
+        """Whether :meth:`deepen` can thicken the graph (:data:`MAX_DEPTH` steps, at most every other row)."""
+        return (self._index is not None and self.depth < MAX_DEPTH
+                and self.params["n_neighbors"] < self._rows.shape[0] - 1)
+
+    def deepen(self):
+        """Rebuild the graph one step thicker (:func:`deeper`)."""
+        self._build(self.depth + 1)
+        self.prepare()
+
+    def effort(self, k=None):
+        """The settings searches of ``k`` neighbors (default: the index's) run with now."""
+        if self._index is None:
+            return {"exact": True}
+        query_k, epsilon = self._breadth(self.k if k is None else k, self.breadth)
+        return {"n_neighbors": self.params["n_neighbors"], "delta": self.params["delta"],
+                "n_iters": self.params.get("n_iters"), "query_k": query_k, "epsilon": round(epsilon, 3),
+                "breadth": self.breadth, "depth": self.depth}
+
+    def _breadth(self, k, breadth):
+        """``(query_k, epsilon)`` of a search of ``k`` neighbors at ``breadth`` (see :data:`WIDER`)."""
+        default_k, default_epsilon = query_defaults(k, self._graph.shape[1])
+        query_k = max(k, self.query_k or default_k) + breadth * WIDER[0] * k
+        epsilon = (default_epsilon if self.epsilon is None else self.epsilon) + breadth * WIDER[1]
+        return min(query_k, self._rows.shape[0]), epsilon
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -171,42 +225,71 @@ class NNDescentIndex:
             if self._index is not None:
                 self._index.prepare()
 
-    def search(self, Q, k, exclude=None):
+    def search(self, Q, k, exclude=None, breadth=None):
         """Indices and float64 distances of the ``k`` nearest training rows of each row of ``Q``.
 
         Rows with ``exclude >= 0`` are training row ``exclude`` itself: their
-        neighbors come from the k-NN graph with the row removed by index.
-        Others are searched through the index.  A row left with fewer than
-        ``k`` candidates (a sparse graph row) is searched exactly.  See
+        neighbors come from the k-NN graph with the row removed by index, and
+        from ``breadth`` 1 on (default: :attr:`breadth`) also from a search
+        through the index, as a new row's.  Others are searched through the
+        index.  A row left with fewer than ``k`` candidates (a sparse graph
+        row) is searched exactly.  See
         :meth:`pll.neighbors.exact.ExactIndex.search` for the return values.
         """
+        breadth = self.breadth if breadth is None else breadth
         n_query = Q.shape[0]
         exclude = np.full(n_query, -1, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
         indices = np.full((n_query, k), -1, dtype=np.int64)
         distances = np.full((n_query, k), np.inf)
         if self._index is not None:
-            own = np.flatnonzero(exclude >= 0)
-            new = np.flatnonzero(exclude < 0)
-            if own.size:
-                # The row's own distinct row first: its other copies are its nearest neighbors.
-                mine = self.distinct.of_row[exclude[own]]
-                cand = np.column_stack([mine, self._graph[mine]])
-                indices[own], distances[own] = rerank_distinct(self._rows, self.distinct, Q[own], cand, k,
-                                                               exclude=exclude[own])
-            default_k, default_epsilon = query_defaults(k, self._graph.shape[1])
-            query_k = min(max(k, self.query_k or default_k), self._rows.shape[0])
-            epsilon = default_epsilon if self.epsilon is None else self.epsilon
-            for rows in track(blocks(new.size, QUERY_ROWS), "nndescent search"):
-                part = new[rows]
-                with self._lock, _numba_threads(self._n_jobs):
-                    cand, _ = self._index.query(Q[part], k=query_k, epsilon=epsilon)
-                indices[part], distances[part] = rerank_distinct(self._rows, self.distinct, Q[part], cand, k)
+            query_k, epsilon = self._breadth(k, breadth)
+            own = exclude >= 0
+            for rows in track(blocks(n_query, QUERY_ROWS), "nndescent search"):
+                part = np.arange(rows.start, rows.stop)
+                mine = own[part]
+                cand = None
+                if breadth or not mine.all():
+                    ask = part if breadth else part[~mine]
+                    with self._lock, _numba_threads(self._n_jobs):
+                        found, _ = self._index.query(Q[ask], k=min(query_k + mine.any(), self._rows.shape[0]),
+                                                     epsilon=epsilon)
+                    cand = np.full((part.size, found.shape[1]), -1, dtype=np.int64)
+                    cand[np.isin(part, ask)] = found
+                if mine.any():
+                    # The row's own distinct row first: its other copies are its nearest neighbors.
+                    of = self.distinct.of_row[exclude[part[mine]]]
+                    graph = np.full((part.size, 1 + self._graph.shape[1]), -1, dtype=np.int64)
+                    graph[mine] = np.column_stack([of, self._graph[of]])
+                    cand = graph if cand is None else np.hstack([graph, cand])
+                indices[part], distances[part] = rerank_distinct(self._rows, self.distinct, Q[part], cand, k,
+                                                                 exclude=exclude[part])
         short = np.flatnonzero((indices < 0).any(axis=1))
         if short.size:
             if self._exact is None:
                 self._exact = ExactIndex(self.X_train)
             indices[short], distances[short] = self._exact.search(Q[short], k, exclude[short])
         return indices, distances
+
+
+def deeper(params, depth, n_rows):
+    """pynndescent's parameters ``params`` made ``depth`` steps thicker.
+
+    Each step multiplies the graph degree by 1.5 (at most ``n_rows - 1``),
+    divides ``delta`` by 4 (NN-descent stops later) and adds 2 to a set
+    ``n_iters``; a set ``max_candidates`` grows with the degree.  On data
+    without cluster structure the graph's own recall grows with its degree
+    (:func:`graph_neighbors`), which query breadth cannot give its own rows.
+    """
+    if depth == 0:
+        return params
+    grow = 1.5**depth
+    params = dict(params, n_neighbors=min(int(np.ceil(params["n_neighbors"] * grow)), n_rows - 1),
+                  delta=params["delta"] / 4**depth)
+    if params.get("n_iters") is not None:
+        params["n_iters"] += 2 * depth
+    if params.get("max_candidates") is not None:
+        params["max_candidates"] = int(np.ceil(params["max_candidates"] * grow))
+    return params
 
 
 @contextmanager

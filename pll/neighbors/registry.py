@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
+from numbers import Real
 
 from ..errors import InvalidParameterError
 from .auto import AUTO_EXACT_MAX_ROWS, AUTO_WIDE_K, choose_backend
 
-COMMON_OPTIONS = ("recall_sample", "random_state")
-"""Options of every backend: the recall sample and the seed (:class:`~pll.neighbors.NeighborIndex`)."""
+COMMON_OPTIONS = ("recall_sample", "random_state", "target_recall")
+"""Options of every backend: the recall sample, the seed and the recall an approximate search promises
+(:class:`~pll.neighbors.NeighborIndex`)."""
 NNDESCENT_OPTIONS = (
     # Passed on to pynndescent.NNDescent as they are.
     "n_neighbors", "n_trees", "leaf_size", "n_iters", "delta", "max_candidates", "diversify_prob",
@@ -27,6 +29,8 @@ NNDESCENT_OPTIONS = (
 )
 SHARD_OPTIONS = ("n_shards", "shard_backend", "address", "client", "n_workers", "threads_per_worker", "block_rows",
                  "random_state")
+TARGET_RECALL = 0.95
+"""Default ``target_recall`` of approximate searches: the recall@k they escalate to, or search exactly."""
 EXACT = "exact"
 """The reference search: what approximate backends' recall is measured against, and the default shard."""
 
@@ -127,7 +131,17 @@ def check_backend(name, options=None):
     The checks a search makes when it starts, made early: the command line,
     the grid and the estimators' ``fit`` call this before any stage runs.
     """
-    check_options(name, dict(options or {}), backend_options(name, options))
+    options = dict(options or {})
+    check_options(name, options, backend_options(name, options))
+    if "target_recall" in options:
+        check_target(options["target_recall"])
+
+
+def check_target(value, name="target_recall"):
+    """``value`` as a float in [0, 1], or a one-line :class:`~pll.errors.InvalidParameterError`."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= value <= 1.0:
+        raise InvalidParameterError(f"{name} must be a number from 0 to 1, got {value!r}")
+    return float(value)
 
 
 def resolve(name, options, n_train, exact_max_rows):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,6 +28,12 @@ class NeighborResult:
         excluded from its own neighbors by index.
     timings : dict
         Seconds spent per phase (``build``, ``query``, ...), for logging.
+    effort : dict or None
+        The settings the search ended with (approximate backends: graph
+        degree, query breadth, ``steps`` of escalation), None for exact search.
+    decision : str
+        Why the search ended as it did: the target recall met, or exact
+        search chosen and why (``auto``'s pick, or escalation priced above exact search).
     """
 
     indices: np.ndarray
@@ -36,6 +42,8 @@ class NeighborResult:
     backend: str = "exact"
     self_excluded: bool = False
     timings: dict = field(default_factory=dict)
+    effort: dict | None = None
+    decision: str = ""
 
     def __getstate__(self):
         """Pickled (stage cache, Dask transfers) with int32 indices where they fit: half the bytes, same values.
@@ -73,9 +81,7 @@ class NeighborResult:
             raise NeighborsError(f"expected {want}, got the other kind of neighbor result")
         if k == self.k:
             return self
-        return NeighborResult(
-            self.indices[:, :k], self.distances[:, :k], self.recall, self.backend, self.self_excluded, self.timings
-        )
+        return replace(self, indices=self.indices[:, :k], distances=self.distances[:, :k])
 
 
 def check_indices(indices, n_train):

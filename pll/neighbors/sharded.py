@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import InvalidParameterError
 from .backends import local_index
 from .exact import top_k
+from .nndescent import MAX_BREADTH, MAX_DEPTH
 from .registry import BACKENDS, EXACT, check_options, check_shard_backend
 
 # LocalClusters started for callers that named no scheduler, kept warm for the life of the process.
@@ -94,11 +95,12 @@ class Shard:
     def __init__(self, index, offset, n_rows):
         self.index, self.offset, self.n_rows = index, offset, n_rows
 
-    def search(self, Q, k, exclude):
-        """The shard's top-``k`` of each query in global training indices (-1 / inf padded)."""
+    def search(self, Q, k, exclude, breadth=0):
+        """The shard's top-``k`` of each query in global training indices (-1 / inf padded), searched at ``breadth``."""
         local = np.asarray(exclude, dtype=np.int64) - self.offset
         local[(local < 0) | (local >= self.n_rows)] = -1
-        indices, distances = self.index.search(Q, k, local)
+        wider = {"breadth": breadth} if breadth and hasattr(self.index, "widen") else {}
+        indices, distances = self.index.search(Q, k, local, **wider)
         indices[indices >= 0] += self.offset
         return indices, distances
 
@@ -115,9 +117,9 @@ def build_shard(X_shard, offset, k, backend, options):
     return Shard(index, offset, X_shard.shape[0])
 
 
-def search_shard(shard, Q, k, exclude):
+def search_shard(shard, Q, k, exclude, breadth=0):
     """Dask task: one query block against one shard."""
-    return shard.search(Q, k, exclude)
+    return shard.search(Q, k, exclude, breadth)
 
 
 class ShardedIndex:
@@ -145,6 +147,10 @@ class ShardedIndex:
         Seeds each shard's index (from the seed and the shard's first row).
     **shard_options
         Options of ``shard_backend``.
+
+    With nndescent shards the index escalates as one
+    (:meth:`pll.neighbors.NeighborIndex.kneighbors`): :meth:`widen` widens
+    every shard's queries, :meth:`deepen` rebuilds every shard thicker.
     """
 
     def __init__(
@@ -179,7 +185,18 @@ class ShardedIndex:
             raise InvalidParameterError(f"n_shards must be a positive integer, got {n_shards!r}")
         # A training set smaller than the shard count (a small class set) is searched in fewer shards.
         n_shards = min(int(n_shards), n_train)
-        bounds = np.linspace(0, n_train, n_shards + 1).astype(int)
+        self._bounds = np.linspace(0, n_train, n_shards + 1).astype(int)
+        self._build_args = (X_train, k, shard_backend, shard_options, random_state)
+        self.breadth = self.depth = 0
+        self.max_breadth = MAX_BREADTH if self.approximate else 0
+        self.shards = []
+        self._build()
+
+    def _build(self):
+        """Submit one build task per shard at :attr:`depth` and wait for all of them."""
+        X_train, k, backend, options, random_state = self._build_args
+        if self.depth:
+            options = {**options, "depth": self.depth}
         self._token = uuid.uuid4().hex
         # The rows travel inside the build tasks on purpose: that is what lets Dask rerun them.
         with dask.config.set({"distributed.admin.large-graph-warning-threshold": "4GB"}):
@@ -189,15 +206,35 @@ class ShardedIndex:
                     np.ascontiguousarray(X_train[a:b]),
                     int(a),
                     k,
-                    shard_backend,
-                    self._seeded(shard_backend, shard_options, random_state, a),
+                    backend,
+                    self._seeded(backend, options, random_state, a),
                     key=f"pll-knn-shard-{self._token}-{i}",
                 )
-                for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
+                for i, (a, b) in enumerate(zip(self._bounds[:-1], self._bounds[1:]))
             ]
         with _waiting():
             for future in self.shards:
                 future.result()  # a failed build raises here, not at the first query
+
+    def widen(self):
+        """Search every shard wider from now on (at most :attr:`max_breadth` steps)."""
+        self.breadth = min(self.breadth + 1, self.max_breadth)
+
+    def can_deepen(self):
+        """Whether :meth:`deepen` can thicken the shards' graphs (nndescent shards, :data:`MAX_DEPTH` steps)."""
+        return self.approximate and self.depth < MAX_DEPTH
+
+    def deepen(self):
+        """Rebuild every shard's graph one step thicker (:func:`~pll.neighbors.nndescent.deeper`)."""
+        self.client.cancel(self.shards)
+        self.depth += 1
+        self._build()
+
+    def effort(self, k=None):
+        """The shards and the escalation they search at; None for exact shards."""
+        if not self.approximate:
+            return None
+        return {"n_shards": len(self.shards), "breadth": self.breadth, "depth": self.depth}
 
     @staticmethod
     def _seeded(backend, options, random_state, offset):
@@ -206,7 +243,7 @@ class ShardedIndex:
         seed = int(np.random.SeedSequence([random_state, int(offset)]).generate_state(1)[0])
         return {"random_state": seed, **options}
 
-    def iter_search(self, Q, k, exclude=None):
+    def iter_search(self, Q, k, exclude=None, breadth=None):
         """Yield ``(rows, indices, distances)`` for each block of query rows as it completes.
 
         At most ``2 * n_shards`` blocks are in flight, so client and scheduler
@@ -214,6 +251,7 @@ class ShardedIndex:
         """
         from distributed import as_completed
 
+        breadth = self.breadth if breadth is None else breadth
         n_query = Q.shape[0]
         exclude = np.full(n_query, -1, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
         blocks = iter(enumerate(range(0, n_query, self.block_rows)))
@@ -228,7 +266,7 @@ class ShardedIndex:
             parts[b] = (rows, [None] * len(self.shards))
             for s, shard in enumerate(self.shards):
                 future = self.client.submit(
-                    search_shard, shard, Q[rows], k, exclude[rows], key=f"pll-knn-query-{self._token}-{uuid.uuid4().hex}"
+                    search_shard, shard, Q[rows], k, exclude[rows], breadth, key=f"pll-knn-query-{self._token}-{uuid.uuid4().hex}"
                 )
                 meta[future.key] = (b, s)
                 running.add(future)
@@ -247,11 +285,12 @@ class ShardedIndex:
                     submit_next()
                     yield rows, indices, distances
 
-    def search(self, Q, k, exclude=None):
-        """Merged top-``k`` over all shards; see :meth:`pll.neighbors.exact.ExactIndex.search`."""
+    def search(self, Q, k, exclude=None, breadth=None):
+        """Merged top-``k`` over all shards at ``breadth`` (default :attr:`breadth`); see
+        :meth:`pll.neighbors.exact.ExactIndex.search`."""
         indices = np.empty((Q.shape[0], k), dtype=np.int64)
         distances = np.empty((Q.shape[0], k))
-        for rows, idx, dist in self.iter_search(Q, k, exclude):
+        for rows, idx, dist in self.iter_search(Q, k, exclude, breadth):
             indices[rows], distances[rows] = idx, dist
         return indices, distances
 
