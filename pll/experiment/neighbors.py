@@ -58,7 +58,11 @@ def neighbor_metrics(features: str, neighbors: NeighborSet | None) -> dict:
 
     ``knn.<features>.build_seconds`` and ``.query_seconds`` sum over the two
     indexes and three query sets; ``.recall`` is the lowest recall of the three
-    (each also as ``.<set>.recall``).  No neighbor set, no metrics.
+    (each also as ``.<set>.recall``); ``.effort`` the most escalation steps
+    any of them took toward its target recall (0: default settings met it),
+    each also as ``.<set>.effort``.  Each result's ``effort`` (settings) and
+    ``decision`` (why it ended so) are text, for params or tags.  No neighbor
+    set, no metrics.
     """
     if neighbors is None:
         return {}
@@ -72,4 +76,8 @@ def neighbor_metrics(features: str, neighbors: NeighborSet | None) -> dict:
     if recalls:
         metrics[f"{prefix}.recall"] = min(recalls.values())
         metrics.update({f"{prefix}.{name}.recall": value for name, value in recalls.items()})
+    efforts = {name: r.effort["steps"] for name, r in results.items() if r.effort and "steps" in r.effort}
+    if efforts:
+        metrics[f"{prefix}.effort"] = max(efforts.values())
+        metrics.update({f"{prefix}.{name}.effort": value for name, value in efforts.items()})
     return metrics
