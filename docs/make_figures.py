@@ -86,7 +86,7 @@ def scale(path: Path):
     ax.set_yticks(y + height * (len(runs) - 1) / 2, ["whole command"] + shown)
     ax.invert_yaxis()
     ax.set_xlabel("wall seconds (stages overlap: they run side by side)")
-    ax.set_title("pll run on synthetic tables (benchmarks/scale.py): the largest stages")
+    ax.set_title("pll run per stage (benchmarks/scale.py)")
     ax.legend(fontsize="small", loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.savefig(FIGURES / "scale.png", **SAVE)
