@@ -69,6 +69,8 @@ def ui_hint(tracking_uri: str, *, run_id: str | None = None, experiment: str | N
 
 
 # --- links -------------------------------------------------------------------------------------------
+# As MLflow 3.17's UI reads them (its hash routes ``/experiments/:id/runs`` and ``/compare-runs``; the runs page
+# takes ``workflowType`` and ``searchFilter`` from its query, the compare page JSON lists ``runs`` and ``experiments``).
 
 
 def runs_table_url(base: str, experiment_id: str) -> str:
