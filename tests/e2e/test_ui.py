@@ -92,6 +92,11 @@ def test_pll_ui_links_the_method_runs_and_ctrl_c_stops_everything(tmp_path):
             found = {r["info"]["run_id"] for r in json.loads(answer.read())["runs"]}
         assert found == {*methods, nested}
         assert not any("Prefect" in line for line in lines)
+        # A tracking server is linked to, not started: the same link, and pll ui exits at once.
+        remote = subprocess.run([sys.executable, "-m", "flows.cli", "ui", "--tracking-uri", base], cwd=ROOT,
+                                capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert remote.returncode == 0, remote.stderr
+        assert _link(remote.stdout.splitlines(), "MLflow UI of ") == link
     finally:
         _stop_and_check(proc, signal.SIGINT)
 
