@@ -47,6 +47,10 @@ class UiError(PllError):
     """The UI could not start or the run it should open does not exist."""
 
 
+class ServerError(UiError):
+    """The MLflow server failed: its log, named in the message, is kept (on success it is removed)."""
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--tracking-uri", default=None,
                         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db); "
@@ -211,13 +215,13 @@ def wait_until_up(process: subprocess.Popen, base: str, log_path: str,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise UiError(f"the MLflow server exited with status {process.returncode} (its log: {log_path})")
+            raise ServerError(f"the MLflow server exited with status {process.returncode} (its log: {log_path})")
         with suppress(OSError):
             with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
                 if response.status == 200:
                     return
         time.sleep(0.5)
-    raise UiError(f"the MLflow server did not answer within {timeout:.0f} s (its log: {log_path})")
+    raise ServerError(f"the MLflow server did not answer within {timeout:.0f} s (its log: {log_path})")
 
 
 def stop_server(process: subprocess.Popen) -> None:
@@ -267,6 +271,7 @@ def main(args) -> int:
     os.close(log_fd)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     process = watchdog = None
+    keep_log = False
     try:
         process = start_server(tracking_uri, port, log_path)
         watchdog = lifeline.tie(process)
@@ -274,10 +279,13 @@ def main(args) -> int:
         print_links(tracking_uri, base, args.experiment, args.run)
         print(f"Serving on {base} (its log: {log_path}); Ctrl-C stops it.", flush=True)
         process.wait()
-        raise UiError(f"the MLflow server stopped with status {process.returncode} (its log: {log_path})")
+        raise ServerError(f"the MLflow server stopped with status {process.returncode} (its log: {log_path})")
     except (KeyboardInterrupt, _Terminated):
         print("pll ui: stopped", file=sys.stderr)
         return 0
+    except ServerError:
+        keep_log = True
+        raise
     finally:
         # A second Ctrl-C or SIGTERM must not cut the cleanup short; it ends within GRACE_SECONDS.
         previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -290,5 +298,8 @@ def main(args) -> int:
             except subprocess.TimeoutExpired:
                 watchdog.kill()
                 watchdog.wait()
+        if not keep_log:
+            with suppress(OSError):
+                os.unlink(log_path)
         signal.signal(signal.SIGINT, previous_int)
         signal.signal(signal.SIGTERM, previous)

@@ -63,12 +63,14 @@ def _hash_route(url):
     return f"{parts.scheme}://{parts.netloc}", path, urllib.parse.parse_qs(query)
 
 
-def _stop_and_check(proc, sig):
+def _stop_and_check(proc, sig, lines):
     tree = descendants(proc.pid)
     assert any("mlflow" in " ".join(p.cmdline()) for p in tree), [p.cmdline() for p in tree]
     proc.send_signal(sig)
     assert proc.wait(timeout=60) == 0, proc.stderr.read()
     assert not still_running(tree, timeout=30), [p.cmdline() for p in tree]
+    log = lines[-1].split("(its log: ", 1)[1].split(")", 1)[0]
+    assert not Path(log).exists()  # kept only when the server fails
 
 
 def test_pll_ui_links_the_method_runs_and_ctrl_c_stops_everything(tmp_path):
@@ -98,7 +100,7 @@ def test_pll_ui_links_the_method_runs_and_ctrl_c_stops_everything(tmp_path):
         assert remote.returncode == 0, remote.stderr
         assert _link(remote.stdout.splitlines(), "MLflow UI of ") == link
     finally:
-        _stop_and_check(proc, signal.SIGINT)
+        _stop_and_check(proc, signal.SIGINT, lines)
 
 
 def test_pll_ui_run_links_the_compare_view_and_sigterm_stops_everything(tmp_path):
@@ -112,14 +114,14 @@ def test_pll_ui_run_links_the_compare_view_and_sigterm_stops_everything(tmp_path
         assert json.loads(query["experiments"][0]) == [exp]
         assert _link(lines, "Prefect flow runs") == "http://127.0.0.1:4299/runs"
     finally:
-        _stop_and_check(proc, signal.SIGTERM)
+        _stop_and_check(proc, signal.SIGTERM, lines)
     proc, lines = _start("--tracking-uri", uri, "--run", pipeline, env=env)
     try:
         _, path, query = _hash_route(_link(lines, "MLflow UI of "))
         assert path == "/compare-runs" and json.loads(query["runs"][0]) == methods
         assert _link(lines, "Prefect flow runs") == "http://127.0.0.1:4299/runs/flow-run/f-123"
     finally:
-        _stop_and_check(proc, signal.SIGINT)
+        _stop_and_check(proc, signal.SIGINT, lines)
 
 
 def test_pll_ui_refuses_an_unknown_run_and_leaves_nothing(tmp_path):
