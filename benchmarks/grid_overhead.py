@@ -38,7 +38,7 @@ def compute_seconds(grid) -> float:
     from pll.experiment import run_protocol
 
     protocol_keys = ("seed", "noise", "noise_params", "methods", "method_params", "features", "method_features",
-                     "val_fraction", "knn_backend", "knn_options")
+                     "val_fraction", "knn", "knn_options")
     t0 = time.perf_counter()
     for execution in grid.executions:
         params = execution.pipeline_parameters()

@@ -218,7 +218,7 @@ def dask_run(path, folder, workers, server_pid, api):
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as cluster:
-        extra = ["--knn-backend", "dask", "--dask-address", cluster.scheduler_address]
+        extra = ["--knn", "dask", "--dask-address", cluster.scheduler_address]
         nannies = [nanny.process.pid for nanny in cluster.workers.values()]
         return run_once(path, folder, f"dask {workers}w", [server_pid, *nannies], api, extra)
 

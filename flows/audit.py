@@ -39,7 +39,7 @@ def audit(
     seed: int = 0,
     features: str = catalog.DEFAULT_FEATURES,
     n_neighbors: int = DEFAULT_NEIGHBORS,
-    knn_backend: str = DEFAULT_BACKEND,
+    knn: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
     tracking_uri: str | None = None,
     experiment: str = catalog.DEFAULT_EXPERIMENT,
@@ -56,7 +56,7 @@ def audit(
     tracking_uri = resolve_tracking_uri(tracking_uri)
     config = {"dataset": dataset, "mat_variables": mat_variables or {}, "protocol": protocol, "noisy_bags": noisy_bags,
               "noise": noise, "noise_params": noise_params or {}, "seed": seed, "features": features,
-              "n_neighbors": n_neighbors, "knn_backend": knn_backend, "knn_options": knn_options or {},
+              "n_neighbors": n_neighbors, "knn": knn, "knn_options": knn_options or {},
               "output": str(output)}
     name = unique_run_name(tracking_uri, experiment, f"audit {dataset_label(dataset)}")
     name_flow_run(name)
@@ -66,7 +66,7 @@ def audit(
     tag_flow_run(run_id)
     with ending_on_error(tracking_uri, run_id):
         ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
-        table = audit_task(ds, features, n_neighbors, knn_backend, knn_options)
+        table = audit_task(ds, features, n_neighbors, knn, knn_options)
         write_atomically({output: lambda path: table.to_parquet(path, index=False)})
         metrics = log_audit(tracking_uri, run_id, table, ds)
     end_run(tracking_uri, run_id)

@@ -74,7 +74,7 @@ def auditing(params: dict) -> dict:
     settled = {"noise_params": _noise_params(params)}
     check_data(**_given(check_data, {**params, **settled}))
     check_feature_pipeline(params["features"])
-    check_backend(params["knn_backend"], params.get("knn_options"))
+    check_backend(params["knn"], params.get("knn_options"))
     n_neighbors = params["n_neighbors"]
     if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or n_neighbors < 1:
         raise InvalidParameterError(f"n_neighbors must be a positive integer, got {n_neighbors!r}")

@@ -171,7 +171,7 @@ def _add_data_arguments(parser):
 
 def _add_knn_arguments(parser):
     """The kNN backend of every neighbor search of a run: the methods', the features' and the trust score's."""
-    parser.add_argument("--knn-backend", default=DEFAULT_BACKEND, choices=BACKENDS, metavar="BACKEND",
+    parser.add_argument("--knn", "--knn-backend", default=DEFAULT_BACKEND, choices=BACKENDS, metavar="BACKEND",
                         help=f"kNN backend: {_choices({name: b.summary for name, b in BACKENDS.items()})} "
                         f"(default: {DEFAULT_BACKEND})")
     parser.add_argument("--knn-options", type=_json_arg, default=None,
@@ -326,7 +326,7 @@ def cmd_run(args):
             method_params=args.method_params,
             features=args.features,
             method_features=args.method_features,
-            knn_backend=args.knn_backend,
+            knn=args.knn,
             knn_options=args.knn_options,
             conformal_alpha=args.conformal_alpha,
             tracking_uri=args.tracking_uri,
@@ -418,7 +418,7 @@ def cmd_train(args):
         method=args.method,
         method_params=args.method_params,
         features=args.features,
-        knn_backend=args.knn_backend,
+        knn=args.knn,
         knn_options=args.knn_options,
         noise=args.noise,
         noise_params=args.noise_params,
@@ -464,7 +464,7 @@ def cmd_audit(args):
     result = audit(dataset=args.dataset, output=args.output, mat_variables=args.mat_variables, protocol=args.protocol,
                    noisy_bags=args.noisy_bags, noise=args.noise, noise_params=args.noise_params, preset=args.preset,
                    seed=args.seed,
-                   features=args.features, n_neighbors=args.n_neighbors, knn_backend=args.knn_backend,
+                   features=args.features, n_neighbors=args.n_neighbors, knn=args.knn,
                    knn_options=args.knn_options, tracking_uri=args.tracking_uri, experiment=args.experiment)
     table, metrics = result["table"], result["metrics"]
     print("The most suspicious non-empty bags:")

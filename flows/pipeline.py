@@ -110,7 +110,7 @@ def pipeline(
     features: str = catalog.DEFAULT_FEATURES,
     method_features: dict[str, str] | None = None,
     val_fraction: float = 0.2,
-    knn_backend: str = DEFAULT_BACKEND,
+    knn: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
     conformal_alpha: float | None = catalog.DEFAULT_CONFORMAL_ALPHA,
     tracking_uri: str | None = None,
@@ -143,7 +143,7 @@ def pipeline(
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
     ``noisy_bags`` accepts empty bags and true labels outside their bags;
     ``mat_variables`` names a ``.mat`` file's variables (see :func:`pll.load_dataset`).
-    ``knn_backend`` with ``knn_options`` serves every neighbor search: the
+    ``knn`` with ``knn_options`` serves every neighbor search: the
     methods', the feature pipelines' and the trust score's.  ``conformal_alpha``:
     the miscoverage of the conformal prediction sets evaluated as a third
     reject option (None: not evaluated).  Stages of a run
@@ -152,7 +152,7 @@ def pipeline(
     noise_params = checks.pipeline(locals())["noise_params"]  # first: locals() are the parameters
     tracking_uri = resolve_tracking_uri(tracking_uri)
     plan = plan_run(methods, method_params, features, method_features)
-    if knn_backend == "dask" and dask_address:
+    if knn == "dask" and dask_address:
         knn_options = {"address": dask_address, **(knn_options or {})}
     config = {
         "dataset": dataset,
@@ -166,7 +166,7 @@ def pipeline(
         "features": features,
         "method_features": plan.method_features,
         "val_fraction": val_fraction,
-        "knn_backend": knn_backend,
+        "knn": knn,
         "knn_options": knn_options or {},
         "conformal_alpha": conformal_alpha,
         "dask_address": dask_address,
@@ -184,25 +184,27 @@ def pipeline(
     logger = get_run_logger()
     with ending_on_error(tracking_uri, run_id):
         raw = ingest(dataset, protocol, noisy_bags, mat_variables)
-        protocol = declare_protocol(plan, seed=seed, noise=noise, noise_params=noise_params,
-                                    val_fraction=val_fraction, knn=knn_backend, knn_options=knn_options,
+        declared = declare_protocol(plan, seed=seed, noise=noise, noise_params=noise_params,
+                                    val_fraction=val_fraction, knn=knn, knn_options=knn_options,
                                     conformal_alpha=conformal_alpha)
         staged = stage_tasks if stage_tasks is not None else raw.n_rows >= catalog.STAGE_TASKS_MIN_ROWS
         # Submitted, not called: on a Dask task runner the protocol runs on a worker, like the stages would.
-        result = (submit_protocol(protocol, raw) if staged
-                  else bounded(run_protocol, raw.n_rows).submit(protocol, raw).result())
+        result = (submit_protocol(declared, raw) if staged
+                  else bounded(run_protocol, raw.n_rows).submit(declared, raw).result())
         ds, rows, neighbor_sets, outputs, evaluation = (
             result.data, result.rows, result.neighbors, result.outputs, result.evaluation)
         summary = ds.summary()
-        knn = {k: v for features, nb in neighbor_sets.items() for k, v in neighbor_metrics(features, nb).items()}
+        knn_metrics = {k: v for features, nb in neighbor_sets.items()
+                       for k, v in neighbor_metrics(features, nb).items()}
         backends = {f"{metric_prefix(features)}.backend": nb.train.backend for features, nb in neighbor_sets.items() if nb}
         context = {"dataset": ds.name, "noise": noise, "noise_params": noise_params or {}, "seed": seed,
-                   "protocol": protocol, "knn_backend": knn_backend, "conformal_alpha": conformal_alpha,
+                   "protocol": protocol, "knn": knn, "conformal_alpha": conformal_alpha,
                    "truth": evaluation.truth}
         method_runs = {"context": context, "runs": plan.runs, "predictions": prediction_frames(outputs, ds, rows),
                        "lambdas": DEFAULT_LAMBDAS, "tags": links, "run_tags": _with_fit_tags(method_run_tags, outputs)}
-        method_run_ids = log_results(tracking_uri, run_id, summary, evaluation, knn, backends, method_runs, figures)
-    _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs)
+        method_run_ids = log_results(tracking_uri, run_id, summary, evaluation, knn_metrics, backends, method_runs,
+                                     figures)
+    _log_stages(logger, summary, rows, neighbor_sets, knn_metrics, evaluation, outputs)
     table = evaluation.table
     publish_table(markdown_table(table), f"Metrics of {name} (MLflow run {run_id})")
     logger.info(f"MLflow: parent run {run_id} ({name}), method runs "

@@ -26,7 +26,7 @@ def train(
     method: str = catalog.DEFAULT_METHOD,
     method_params: dict | None = None,
     features: str = catalog.DEFAULT_FEATURES,
-    knn_backend: str = DEFAULT_BACKEND,
+    knn: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
     noise: str = catalog.DEFAULT_NOISE,
     noise_params: dict | None = None,
@@ -48,7 +48,7 @@ def train(
     ``protocol``, ``noisy_bags`` and ``mat_variables`` prepare the data as in the pipeline.
 
     Every neighbor search of the model (its features', its method's, at
-    training and at scoring time) uses ``knn_backend`` with ``knn_options``.
+    training and at scoring time) uses ``knn`` with ``knn_options``.
 
     ``threshold`` (e.g. one calibrated by a benchmark) replaces the method's
     own reject decision by ``score > threshold``; ``reject_lambda`` chooses
@@ -78,7 +78,7 @@ def train(
         "method": method,
         "method_params": method_params or {},
         "features": features,
-        "knn_backend": knn_backend,
+        "knn": knn,
         "knn_options": knn_options or {},
         "noise": noise,
         "noise_params": noise_params or {},
@@ -95,7 +95,7 @@ def train(
     tag_flow_run(run_id)
     with ending_on_error(tracking_uri, run_id):
         ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
-        fitted = fit(ds, method, method_params, features, seed, threshold, knn_backend, knn_options, conformal_alpha,
+        fitted = fit(ds, method, method_params, features, seed, threshold, knn, knn_options, conformal_alpha,
                      reject_lambda)
         logged = log_model(tracking_uri, run_id, fitted, input_example(ds), ds.summary(), registered_name)
     end_run(tracking_uri, run_id)

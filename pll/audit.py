@@ -113,8 +113,8 @@ def audit_bags(
     weights="distance",
     prior=1.0,
     refine=True,
-    knn="exact",
-    knn_params=None,
+    knn="auto",
+    knn_options=None,
     neighbors=None,
     classes=None,
 ):
@@ -139,9 +139,9 @@ def audit_bags(
         Weight of the pseudo-neighbor that gives every label ``1/l``.
     refine : bool, default=True
         Disambiguate each neighbor's bag by its own neighbors (the row itself left out) before it votes.
-    knn : str, default="exact"
+    knn : str, default="auto"
         Neighbor backend (:func:`pll.neighbors.kneighbors`), used when ``neighbors`` is None.
-    knn_params : dict, optional
+    knn_options : dict, optional
         Options of the backend.
     neighbors : NeighborResult, optional
         The training rows' own neighbors (``kneighbors(X, None, k)`` with
@@ -198,7 +198,7 @@ def audit_bags(
     bags, names = _check_bags(X, S, classes)
     support = neighbor_support(
         bags,
-        _own_neighbors(X, bags.shape[0], n_neighbors, knn, knn_params, neighbors),
+        _own_neighbors(X, bags.shape[0], n_neighbors, knn, knn_options, neighbors),
         n_neighbors=n_neighbors,
         weights=weights,
         prior=prior,
@@ -259,7 +259,7 @@ def neighbor_support(bags, neighbors, *, n_neighbors=None, weights="distance", p
     return (np.einsum("nk,nkl->nl", w, evidence) + base) / (spoken.sum(axis=1, keepdims=True) + prior)
 
 
-def majority_disagreement(X, S, *, n_neighbors=10, knn="exact", knn_params=None, neighbors=None, classes=None):
+def majority_disagreement(X, S, *, n_neighbors=10, knn="auto", knn_options=None, neighbors=None, classes=None):
     """The baseline: does the bag miss the label that most neighbors' bags hold?  Score per row, shape (n,).
 
     ``votes_i(y)`` counts the neighbors (the row itself left out) whose bag
@@ -275,7 +275,7 @@ def majority_disagreement(X, S, *, n_neighbors=10, knn="exact", knn_params=None,
     [0.5, 0.5, 2.0]
     """
     bags, _ = _check_bags(X, S, classes)
-    nb = _own_neighbors(X, bags.shape[0], n_neighbors, knn, knn_params, neighbors)
+    nb = _own_neighbors(X, bags.shape[0], n_neighbors, knn, knn_options, neighbors)
     votes = bags[nb.indices].sum(axis=1)
     top = votes.max(axis=1)
     disagree = ~((votes == top[:, None]) & bags).any(axis=1)
@@ -340,7 +340,7 @@ AUDIT_TOPS = (0.05, 0.10)
 """The tops of the ranking whose precision a data set's audit reports, when its true labels are known."""
 
 
-def audit_dataset(ds, *, features="minmax", n_neighbors=10, knn="exact", knn_params=None):
+def audit_dataset(ds, *, features="minmax", n_neighbors=10, knn="auto", knn_options=None):
     """:func:`audit_bags` of a data set's rows, in the features of pipeline ``features`` fitted on all rows.
 
     What ``pll audit`` runs.  The feature pipeline searches its own neighbors
@@ -350,9 +350,9 @@ def audit_dataset(ds, *, features="minmax", n_neighbors=10, knn="exact", knn_par
     from .features import make_features
     from .neighbors import use_backend
 
-    transformer = use_backend(make_features(features), knn, knn_params)
+    transformer = use_backend(make_features(features), knn, knn_options)
     X = np.asarray(transformer.fit_transform(ds.X), dtype=np.float64)
-    table = audit_bags(X, ds.S, n_neighbors=n_neighbors, knn=knn, knn_params=knn_params, classes=ds.classes)
+    table = audit_bags(X, ds.S, n_neighbors=n_neighbors, knn=knn, knn_options=knn_options, classes=ds.classes)
     if ds.ids is not None:
         table.insert(1, "id", ds.ids[table["row"].to_numpy()])
     return table
@@ -508,14 +508,14 @@ def _take(neighbors, n, n_neighbors):
     return neighbors.take(k, n, self_excluded=True)
 
 
-def _own_neighbors(X, n, n_neighbors, knn, knn_params, neighbors):
+def _own_neighbors(X, n, n_neighbors, knn, knn_options, neighbors):
     """The rows' own neighbors, self excluded: ``neighbors`` checked and cut, or a fresh search."""
     k = _check_k(n_neighbors)
     if neighbors is not None:
         return _take(neighbors, n, k)
     if X is None:
         raise InvalidDataError("X is None: pass the features, or precomputed neighbors")
-    if knn_params is not None and not isinstance(knn_params, dict):
-        raise InvalidParameterError(f"knn_params must be a dict of backend options, got {type(knn_params).__name__}")
-    check_backend(knn, knn_params)
-    return kneighbors(X, None, k=k, backend=knn, **(knn_params or {}))
+    if knn_options is not None and not isinstance(knn_options, dict):
+        raise InvalidParameterError(f"knn_options must be a dict of backend options, got {type(knn_options).__name__}")
+    check_backend(knn, knn_options)
+    return kneighbors(X, None, k=k, backend=knn, **(knn_options or {}))

@@ -150,13 +150,13 @@ class FeatureSplit:
     the subset (:attr:`PlAknnPreprocessor.subset_neighbors_`), for the subset's own featurize; else None."""
 
 
-def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="exact", knn_params=None, *,
+def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="auto", knn_options=None, *,
               subset=None, fit_neighbors=None):
     """Fit the named feature pipeline on the training rows of ``ds`` and transform both parts.
 
     ``test_rows`` may be any rows treated as new (test or validation rows).
     A pipeline that searches neighbors (PL A-kNN's preprocessing) does so with
-    the backend ``knn`` and its options ``knn_params``, unless ``params`` set them.
+    the backend ``knn`` and its options ``knn_options``, unless ``params`` set them.
 
     The hold-out split fits the same pipeline on a subset of these training
     rows.  Where the pipeline's fit searches neighbors in a projection that
@@ -168,7 +168,7 @@ def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="exact"
     """
     params = dict(params or {})
     train, test = ds.subset(train_rows), ds.subset(test_rows)
-    transformer = use_backend(make_features(name, **params), knn, knn_params, keep=params)
+    transformer = use_backend(make_features(name, **params), knn, knn_options, keep=params)
     shares = getattr(transformer, "projection_is_fixed", False)
     fit_params = {"neighbors": fit_neighbors, "subset": subset} if shares else {}
     fitted = train.with_features(np.asarray(transformer.fit_transform(train.X, **fit_params), dtype=np.float64))
@@ -215,9 +215,9 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
     density_k : int, default 50
     n_components : int, default 50
         Vision only: PCA components (capped by the training rows and features).
-    knn : str, default "exact"
+    knn : str, default "auto"
         Backend of :func:`pll.neighbors.kneighbors`.
-    knn_params : dict or None
+    knn_options : dict or None
         Options of that backend.
 
     Attributes
@@ -260,7 +260,7 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         "density_k": [Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "knn": [str],
-        "knn_params": [dict, None],
+        "knn_options": [dict, None],
     }
 
     def __init__(
@@ -271,8 +271,8 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         smooth_k=10,
         density_k=50,
         n_components=50,
-        knn="exact",
-        knn_params=None,
+        knn="auto",
+        knn_options=None,
     ):
         self.variant = variant
         self.alpha = alpha
@@ -280,7 +280,7 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         self.density_k = density_k
         self.n_components = n_components
         self.knn = knn
-        self.knn_params = knn_params
+        self.knn_options = knn_options
 
     @property
     def projection_is_fixed(self):
@@ -391,7 +391,7 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         A backend that takes a query breadth searches new rows with
         :data:`SEARCH_EPSILON`, unless the options set one.
         """
-        options = {**(self.knn_params or {}), "recall_sample": 0}
+        options = {**(self.knn_options or {}), "recall_sample": 0}
         if "epsilon" in backend_options(self.knn, options):
             options.setdefault("epsilon", SEARCH_EPSILON)
         return options

@@ -25,12 +25,12 @@ The grid is the cross product of the lists in the file::
                                  #   defaults of every run (pll.catalog.DEFAULT_METHOD_FEATURES)
     features: minmax             # default: minmax; one pipeline or a list; parameters in
                                  #   parentheses, e.g. pl_aknn_real(density_k=100)
-    knn_backend: auto            # default: auto; one backend or a list
+    knn: auto            # default: auto; one backend or a list
     knn_options: {}              # options of the kNN backend (not expanded)
     val_fraction: 0.2            # validation hold-out inside the training rows
 
 Wherever a parameter's value is a list (noise and method parameters,
-``datasets``, ``seeds``, ``features``, ``knn_backend``), the grid holds one
+``datasets``, ``seeds``, ``features``, ``knn``), the grid holds one
 cell per value; lists in several places multiply.  The example above has
 2 data sets x 3 noise settings x 2 seeds x 3 method settings = 36 cells.
 
@@ -89,7 +89,7 @@ DEFAULT_MAX_CONCURRENCY = 2
 KEYS = (
     "name", "description", "experiment", "max_concurrency", "datasets", "protocol", "preset", "noisy_bags", "noise",
     "seeds",
-    "methods", "method_features", "features", "knn_backend", "knn_options", "val_fraction",
+    "methods", "method_features", "features", "knn", "knn_options", "val_fraction",
 )
 REQUIRED = ("name", "datasets", "seeds", "methods")
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -118,7 +118,7 @@ class Cell:
     method: str
     method_params: dict
     features: str
-    knn_backend: str
+    knn: str
     knn_options: dict
     val_fraction: float
     run_features: str
@@ -135,7 +135,7 @@ class Cell:
             "methods": [self.method],
             "method_params": {self.method: dict(self.method_params)},
             "features": self.features,
-            "knn_backend": self.knn_backend,
+            "knn": self.knn,
             "knn_options": dict(self.knn_options),
             "val_fraction": self.val_fraction,
         }
@@ -157,7 +157,7 @@ class Cell:
     def execution_settings(self) -> tuple:
         """What its execution shares: everything but the method setting (hashable)."""
         return (self.dataset, self.protocol, self.noisy_bags, self.noise, stable_hash(self.noise_params), self.seed,
-                self.run_features, self.knn_backend, stable_hash(self.knn_options), self.val_fraction)
+                self.run_features, self.knn, stable_hash(self.knn_options), self.val_fraction)
 
     @property
     def label(self) -> str:
@@ -198,7 +198,7 @@ def _executions(cells) -> tuple:
     groups = {}
     for cell in cells:
         groups.setdefault(cell.execution_settings, []).append(cell)
-    varying = [(attr, label) for attr, label in (("run_features", "features"), ("knn_backend", "knn"))
+    varying = [(attr, label) for attr, label in (("run_features", "features"), ("knn", "knn"))
                if len({getattr(c, attr) for c in cells}) > 1]
     stems = {}
     for cell in cells:
@@ -301,7 +301,7 @@ def parse_grid(spec, source="<grid>", preset=None) -> Grid:
     features = _values(spec.get("features", catalog.DEFAULT_FEATURES), "features", bad)
     for i, feature in enumerate(features):
         _feature_spec(feature, f"features[{i}]" if isinstance(spec.get("features"), list) else "features", bad)
-    backends = _choices(spec.get("knn_backend", DEFAULT_BACKEND), "knn_backend", BACKENDS, bad)
+    backends = _choices(spec.get("knn", DEFAULT_BACKEND), "knn", BACKENDS, bad)
     knn_options = spec.get("knn_options") or {}
     if not isinstance(knn_options, dict):
         raise bad("knn_options", f"must be a mapping of option names to values, got {knn_options!r}")
@@ -434,7 +434,7 @@ def _method_features(value, methods, bad):
 
 # Results of a grid ---------------------------------------------------------------------------
 
-CELL_COLUMNS = ("cell", "dataset", "noise", "seed", "variant", "features", "knn_backend")
+CELL_COLUMNS = ("cell", "dataset", "noise", "seed", "variant", "features", "knn")
 # Metrics shown in the papers' table layout, in percent (risks: of the test rows).
 TABLE_METRICS = {"accuracy": 100, "covered_accuracy": 100, "rejection_rate": 100, "risk_0.10": 100}
 _RISK = re.compile(r"^(?P<cal>cal_)?risk_(?P<lam>\d+\.\d+)$")
@@ -455,7 +455,7 @@ def results_table(executions, tables) -> pd.DataFrame:
         table = tables[execution.key]
         for cell in execution.cells:
             values = (cell.key, cell.dataset, cell.noise_label, cell.seed, cell.variant, cell.features,
-                      cell.knn_backend)
+                      cell.knn)
             rows = table[table["method"] == cell.variant]
             frames.append(rows.assign(**dict(zip(CELL_COLUMNS, values))))
     if not frames:
@@ -481,7 +481,7 @@ def summarize(table, alpha=0.05) -> pd.DataFrame:
     ids = set(CELL_COLUMNS) | {"method", "reject"}
     metrics = [c for c in table.columns if c not in ids and pd.api.types.is_numeric_dtype(table[c])]
     setting = table["variant"]
-    for column in ("features", "knn_backend"):
+    for column in ("features", "knn"):
         if table.groupby("variant")[column].nunique().max() > 1:
             setting = setting + f" {column}=" + table[column].astype(str)
     compared = setting.str.cat(" [" + table["reject"].astype(str) + "]")

@@ -71,7 +71,7 @@ def native_runs(table: pd.DataFrame) -> pd.DataFrame:
                              ["uci", "real-world"], "other")
     runs["model"] = [_MODEL.match(str(n))["model"] for n in runs["noise"]]
     runs["method"] = runs["variant"].astype(str).str.split().str[0]
-    return runs.drop_duplicates(["dataset", "noise", "seed", "variant", "features", "knn_backend"], keep="last")
+    return runs.drop_duplicates(["dataset", "noise", "seed", "variant", "features", "knn"], keep="last")
 
 
 def _verdict(diff, paper_std):

@@ -224,7 +224,7 @@ class Holdout:
     n_fit: int
 
 
-def fit_holdout(ds, method, params=None, features="minmax", random_state=None, knn="exact", knn_params=None,
+def fit_holdout(ds, method, params=None, features="minmax", random_state=None, knn="auto", knn_options=None,
                 fraction=0.2) -> Holdout:
     """Fit ``features`` and ``method`` on a seeded ``1 − fraction`` of the rows of ``ds``; hold out the rest.
 
@@ -234,9 +234,9 @@ def fit_holdout(ds, method, params=None, features="minmax", random_state=None, k
     from .data import split_indices
 
     fit, held_out = split_indices(ds.n_rows, fraction, seed_to_int(random_state))
-    transformer = use_backend(make_features(features), knn, knn_params)
+    transformer = use_backend(make_features(features), knn, knn_options)
     X_fit = np.asarray(transformer.fit_transform(ds.X[fit]), dtype=np.float64)
-    estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_params, keep=params or {})
+    estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_options, keep=params or {})
     without_support_test(estimator).fit(X_fit, ds.S[fit])
     X = np.asarray(transformer.transform(ds.X[held_out]), dtype=np.float64)
     return Holdout(transformer, estimator, held_out, X, int(fit.size))
@@ -326,8 +326,8 @@ def evaluate_holdout(ds, holdout: Holdout, threshold=None, set_predictor: SetPre
     return options
 
 
-def fit_model(ds, method, params=None, features="minmax", random_state=None, threshold=None, knn="exact",
-              knn_params=None, conformal_alpha=DEFAULT_CONFORMAL_ALPHA, reject_lambda=None) -> FittedModel:
+def fit_model(ds, method, params=None, features="minmax", random_state=None, threshold=None, knn="auto",
+              knn_options=None, conformal_alpha=DEFAULT_CONFORMAL_ALPHA, reject_lambda=None) -> FittedModel:
     """Fit the feature pipeline and ``method`` (with ``params``) on every row of ``ds``.
 
     ``threshold``, when given, replaces the method's own reject decision by
@@ -335,7 +335,7 @@ def fit_model(ds, method, params=None, features="minmax", random_state=None, thr
     hold-out, to minimise ``R_λ`` (:func:`calibrate_threshold`: true labels if
     the data has them, else the bags' upper bound).  Neighbor searches of the
     features and of the method (now and when scoring) use the backend ``knn``
-    with ``knn_params``, unless ``params`` set the method's own.
+    with ``knn_options``, unless ``params`` set the method's own.
     ``conformal_alpha`` (None: none) adds prediction sets that hold the true
     label with probability ≥ 1 − α (:func:`fit_set_predictor`; the bags must
     hold their true labels).  Both are calibrated on the same hold-out, 20 %
@@ -356,12 +356,12 @@ def fit_model(ds, method, params=None, features="minmax", random_state=None, thr
     check_reject_options(threshold, reject_lambda, conformal_alpha)
     names = tuple(feature_names(ds))
     check_no_clash(names, OUTPUT_COLUMNS, ds.name)
-    transformer = use_backend(make_features(features), knn, knn_params)
+    transformer = use_backend(make_features(features), knn, knn_options)
     X = np.asarray(transformer.fit_transform(ds.X), dtype=np.float64)
-    estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_params, keep=params or {})
+    estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_options, keep=params or {})
     estimator.fit(X, ds.S)
     classes = np.asarray(ds.classes).astype(str)
-    holdout = fit_holdout(ds, method, params, features, random_state, knn, knn_params)
+    holdout = fit_holdout(ds, method, params, features, random_state, knn, knn_options)
     set_predictor = None if conformal_alpha is None else fit_set_predictor(ds, holdout, conformal_alpha)
     calibration = None if reject_lambda is None else calibrate_threshold(ds, holdout, reject_lambda)
     if calibration is not None:

@@ -95,9 +95,9 @@ class TrustScore(BaseEstimator):
     min_dist : float, default=1e-12
         Added to the denominator, so that a query on a point of its
         predicted class gets a finite score.
-    knn : str, default="exact"
+    knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`).
-    knn_params : dict, optional
+    knn_options : dict, optional
         Options of the neighbor backend.
 
     Attributes
@@ -150,20 +150,20 @@ class TrustScore(BaseEstimator):
         "filtering": [StrOptions(dict.fromkeys(FILTERS).keys())],  # ordered in the message
         "min_dist": [Interval(Real, 0.0, None, closed="left")],
         "knn": [str],
-        "knn_params": [dict, None],
+        "knn_options": [dict, None],
     }
 
-    def __init__(self, k=10, *, alpha=0.0, filtering="none", min_dist=1e-12, knn="exact", knn_params=None):
+    def __init__(self, k=10, *, alpha=0.0, filtering="none", min_dist=1e-12, knn="auto", knn_options=None):
         self.k = k
         self.alpha = alpha
         self.filtering = filtering
         self.min_dist = min_dist
         self.knn = knn
-        self.knn_params = knn_params
+        self.knn_options = knn_options
 
     def _nearest(self, X_set, X_query, k=1):
         """Distances to the ``k`` nearest rows of ``X_set`` (``X_query=None``: its own rows, self excluded)."""
-        return kneighbors(X_set, X_query, k, self.knn, **dict(self.knn_params or {})).distances
+        return kneighbors(X_set, X_query, k, self.knn, **dict(self.knn_options or {})).distances
 
     def fit(self, X, labels, classes=None, members=None):
         """Build each class's α-high-density set from labelled rows.
@@ -239,7 +239,7 @@ class TrustScore(BaseEstimator):
         k = min(self.k, eligible.size)
         same = np.ones(eligible.size)
         if k > 1:
-            nb = kneighbors(self.X_[eligible], None, k - 1, self.knn, **dict(self.knn_params or {}))
+            nb = kneighbors(self.X_[eligible], None, k - 1, self.knn, **dict(self.knn_options or {}))
             own = self.labels_[eligible]
             same += (own[nb.indices] == own[:, None]).sum(axis=1)
         value[eligible] = same / k
@@ -278,7 +278,7 @@ class TrustScore(BaseEstimator):
 
     def _nearest_sets(self, X_query):
         """Distances from each query row (None: the training rows, each left out by index) to every class set."""
-        options = dict(self.knn_params or {})
+        options = dict(self.knn_options or {})
         return nearest_by_group(self.X_, self._groups(), self.classes_.size, X_query, self.knn, **options)[1]
 
     def _groups(self):
@@ -289,7 +289,7 @@ class TrustScore(BaseEstimator):
         """Distances of each query (None: the training rows, each left out by index) to the set of its
         predicted class ``codes`` and to the nearest other set, with that set's class position
         (``known_own``: own distances already found, NaN elsewhere)."""
-        options = dict(self.knn_params or {})
+        options = dict(self.knn_options or {})
         return nearest_own_and_other(self.X_, self._groups(), self.classes_.size, codes, X_query, self.knn,
                                      exclude=exclude, known_own=known_own, **options)
 

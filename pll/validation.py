@@ -253,7 +253,7 @@ def check_params(estimator):
     scikit-learn's constraints, re-raised as :class:`InvalidParameterError`;
     a bool passed for a number is refused too (``True`` is an ``int`` to
     Python, never a neighbor count); an estimator with ``knn`` and
-    ``knn_params`` gets its backend and options checked as the command line
+    ``knn_options`` gets its backend and options checked as the command line
     checks them.
     """
     from sklearn.utils._param_validation import InvalidParameterError as SklearnInvalidParameterError
@@ -274,7 +274,7 @@ def check_params(estimator):
         from .neighbors.registry import check_backend
 
         try:
-            check_backend(params["knn"], params.get("knn_params"))
+            check_backend(params["knn"], params.get("knn_options"))
         except InvalidParameterError as exc:
             raise InvalidParameterError(f"{name}: {exc}") from None
 

@@ -10,8 +10,8 @@ from tasks.progress import logged_progress
 
 
 @task(name="audit", cache_policy=NO_CACHE)
-def audit(ds, features: str, n_neighbors: int, knn_backend: str, knn_options: dict | None):
+def audit(ds, features: str, n_neighbors: int, knn: str, knn_options: dict | None):
     """The data set's training bags ranked by suspicion, most suspicious first."""
     with logged_progress():
-        return audit_.audit_dataset(ds, features=features, n_neighbors=n_neighbors, knn=knn_backend,
-                                    knn_params=knn_options)
+        return audit_.audit_dataset(ds, features=features, n_neighbors=n_neighbors, knn=knn,
+                                    knn_options=knn_options)

@@ -39,7 +39,7 @@ from tracking.runs import (
     upload,
 )
 
-RUN_OWNED_PARAMS = ("random_state", "knn", "knn_params")
+RUN_OWNED_PARAMS = ("random_state", "knn", "knn_options")
 RUN_KIND = "pipeline"
 METHOD_KIND = "method"
 # Metric series the UI charts as one line per run: R_λ by λ (step: 100·λ) and the risk–coverage curve (step: %).

@@ -66,7 +66,7 @@ class CalibrationSplit:
         return model.fit(self.split.X_train, self.split.train.S)
 
 
-def calibration_split(ds, rows, features: str, k: int, knn_backend: str, knn_options: dict | None = None,
+def calibration_split(ds, rows, features: str, k: int, knn: str, knn_options: dict | None = None,
                       fit_neighbors=None) -> CalibrationSplit:
     """The :class:`CalibrationSplit` of ``rows`` for ``features``, with ``k`` neighbors per query (none for 0).
 
@@ -75,10 +75,10 @@ def calibration_split(ds, rows, features: str, k: int, knn_backend: str, knn_opt
     """
     val_rows = rows.train[rows.val]
     split = featurize(ds, rows.train[rows.fit], np.concatenate([val_rows, rows.test]), features,
-                      knn=knn_backend, knn_params=knn_options, fit_neighbors=fit_neighbors)
+                      knn=knn, knn_options=knn_options, fit_neighbors=fit_neighbors)
     n_val = val_rows.size
     if k == 0:  # methods that need no neighbors
         return CalibrationSplit(split, n_val, None, None)
-    with NeighborIndex(split.X_train, k, knn_backend, **dict(knn_options or {})) as index:
+    with NeighborIndex(split.X_train, k, knn, **dict(knn_options or {})) as index:
         val, test = index.kneighbors(split.X_test[:n_val]), index.kneighbors(split.X_test[n_val:])
     return CalibrationSplit(split, n_val, val, test)

@@ -18,7 +18,7 @@ def check_run(
     method_params=None,
     features=catalog.DEFAULT_FEATURES,
     method_features=None,
-    knn_backend=DEFAULT_BACKEND,
+    knn=DEFAULT_BACKEND,
     knn_options=None,
     val_fraction=0.2,
     conformal_alpha=catalog.DEFAULT_CONFORMAL_ALPHA,
@@ -30,7 +30,7 @@ def check_run(
     """
     check_data(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise, noise_params=noise_params)
     check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
-                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction,
+                   knn=knn, knn_options=knn_options, val_fraction=val_fraction,
                    conformal_alpha=conformal_alpha)
 
 
@@ -63,7 +63,7 @@ def check_protocol(
     method_params=None,
     features=catalog.DEFAULT_FEATURES,
     method_features=None,
-    knn_backend=DEFAULT_BACKEND,
+    knn=DEFAULT_BACKEND,
     knn_options=None,
     val_fraction=0.2,
     conformal_alpha=catalog.DEFAULT_CONFORMAL_ALPHA,
@@ -86,7 +86,7 @@ def check_protocol(
     plan_run(methods, method_params, features, method_features)  # two settings with one name
     for method, name in {**(method_features or {}), "": features}.items():
         check_feature_pipeline(name, f"features of {method!r}" if method else "features")
-    check_backend(knn_backend, knn_options)
+    check_backend(knn, knn_options)
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
         raise InvalidParameterError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
     if conformal_alpha is not None and (

@@ -59,7 +59,7 @@ def run_protocol(
     features: str = catalog.DEFAULT_FEATURES,
     method_features: dict | None = None,
     val_fraction: float = 0.2,
-    knn_backend: str = DEFAULT_BACKEND,
+    knn: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
     conformal_alpha: float | None = DEFAULT_ALPHA,
     lambdas=DEFAULT_LAMBDAS,
@@ -86,10 +86,10 @@ def run_protocol(
     0.967
     """
     check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
-                   knn_backend=knn_backend, knn_options=knn_options, val_fraction=val_fraction,
+                   knn=knn, knn_options=knn_options, val_fraction=val_fraction,
                    conformal_alpha=conformal_alpha)
     plan = plan_run(methods, method_params, features, method_features)
     protocol = declare_protocol(plan, seed=seed, noise=noise, noise_params=noise_params, val_fraction=val_fraction,
-                                knn=knn_backend, knn_options=knn_options, conformal_alpha=conformal_alpha,
+                                knn=knn, knn_options=knn_options, conformal_alpha=conformal_alpha,
                                 lambdas=lambdas)
     return run_stages(protocol, ds)

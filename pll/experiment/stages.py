@@ -142,7 +142,7 @@ def _split(ds, *, seed, val_fraction):
 
 def _features(ds, rows, *, features, knn, knn_options):
     """The pipeline fitted on the training rows; it keeps the fitting rows' share of its search (``subset``)."""
-    return featurize(ds, rows.train, rows.test, features, knn=knn, knn_params=knn_options, subset=rows.fit)
+    return featurize(ds, rows.train, rows.test, features, knn=knn, knn_options=knn_options, subset=rows.fit)
 
 
 def _calibration(ds, rows, split=None, *, features, k, knn, knn_options):
@@ -163,7 +163,7 @@ def _method(split, calibration, neighbors, holdout, *, run, seed):
 
 
 def _trust(output, split, rows, neighbors, calibration, *, knn, knn_options):
-    return trust_option(output, split, rows, neighbors, calibration, knn_backend=knn, knn_options=knn_options)
+    return trust_option(output, split, rows, neighbors, calibration, knn=knn, knn_options=knn_options)
 
 
 def _conformal(calibration, holdout, *, run, seed, alpha):

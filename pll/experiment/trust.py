@@ -18,7 +18,7 @@ def trust_option(
     calibration,
     class_sets: str = DEFAULT_CLASS_SETS,
     threshold: float = DEFAULT_THRESHOLD,
-    knn_backend: str = DEFAULT_BACKEND,
+    knn: str = DEFAULT_BACKEND,
     knn_options: dict | None = None,
 ) -> MethodOutput:
     """``output`` with the trust score (in the method's features) as its reject option.
@@ -34,7 +34,7 @@ def trust_option(
     own disambiguation: nothing downstream reads their trust scores, the
     costliest part at scale (as many queries as training rows).
     """
-    params = {"knn": knn_backend, "knn_params": dict(knn_options or {})}
+    params = {"knn": knn, "knn_options": dict(knn_options or {})}
     S, train, fit = split.train.S, output.train, rows.fit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # empty classes and duplicates are well defined

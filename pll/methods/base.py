@@ -212,7 +212,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
     """scikit-learn checks this estimator fails, and why (``tests/test_estimator_checks.py`` runs them)."""
     _parameter_constraints = {
         "knn": [str],
-        "knn_params": [dict, None],
+        "knn_options": [dict, None],
         "random_state": [Interval(Integral, 0, None, closed="left"), None],
         "support_quantile": [Interval(Real, 0.0, 1.0, closed="right"), None],
     }
@@ -308,7 +308,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit first")
 
     def _knn_options(self):
-        return dict(self.knn_params or {})
+        return dict(self.knn_options or {})
 
     def _neighbors_for(self, X, neighbors):
         k = self._n_neighbors_needed()

@@ -98,10 +98,10 @@ class DstPll(NeighborMethod):
     support_quantile : float in (0, 1] or None, default=0.99
         ``q`` of the support radius (:mod:`pll.reasons`); None: no
         ``no_support`` test (and no search of the training rows at ``fit``).
-    knn : str, default="exact"
+    knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
         precomputed neighbors are given.
-    knn_params : dict, optional
+    knn_options : dict, optional
         Options of the neighbor backend.
     random_state : int or None, default=None
         Seed of the tie-breaking; draws are keyed by (seed, row).  None means
@@ -173,8 +173,8 @@ class DstPll(NeighborMethod):
         conflict_margin=0.2,
         vague_margin=0.2,
         support_quantile=DEFAULT_SUPPORT_QUANTILE,
-        knn="exact",
-        knn_params=None,
+        knn="auto",
+        knn_options=None,
         random_state=None,
     ):
         self.n_neighbors = n_neighbors
@@ -182,7 +182,7 @@ class DstPll(NeighborMethod):
         self.vague_margin = vague_margin
         self.support_quantile = support_quantile
         self.knn = knn
-        self.knn_params = knn_params
+        self.knn_options = knn_options
         self.random_state = random_state
 
     def predict_proba(self, X, neighbors=None):

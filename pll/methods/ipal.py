@@ -539,10 +539,10 @@ class Ipal(NeighborMethod):
     support_quantile : float in (0, 1] or None, default=0.99
         ``q`` of the support radius (:mod:`pll.reasons`); None: no
         ``no_support`` test.
-    knn : str, default="exact"
+    knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
         precomputed neighbors are given.
-    knn_params : dict, optional
+    knn_options : dict, optional
         Options of the neighbor backend.
     random_state : int or None, default=None
         Seed of the tie-breaking; draws are keyed by (seed, row).  None means
@@ -654,8 +654,8 @@ class Ipal(NeighborMethod):
         max_iter=100,
         conflict_margin=1.0 - 1.0 / math.sqrt(2.0),
         support_quantile=DEFAULT_SUPPORT_QUANTILE,
-        knn="exact",
-        knn_params=None,
+        knn="auto",
+        knn_options=None,
         random_state=None,
     ):
         self.n_neighbors = n_neighbors
@@ -664,7 +664,7 @@ class Ipal(NeighborMethod):
         self.conflict_margin = conflict_margin
         self.support_quantile = support_quantile
         self.knn = knn
-        self.knn_params = knn_params
+        self.knn_options = knn_options
         self.random_state = random_state
 
     def _min_training_rows(self):

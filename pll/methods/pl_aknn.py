@@ -117,11 +117,11 @@ class PlAknn(NeighborMethod):
     support_quantile : float in (0, 1] or None, default=0.99
         ``q`` of the support radii (:mod:`pll.reasons`); None: no
         ``no_support`` test.
-    knn : str, default="exact"
+    knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
         precomputed neighbors are given.  The recommended features are
         ``pll.features.PlAknnPreprocessor`` (the paper's preprocessing).
-    knn_params : dict, optional
+    knn_options : dict, optional
         Options of the neighbor backend.
     random_state : int or None, default=None
         Accepted for a uniform interface; PL A-kNN makes no random choice.
@@ -186,8 +186,8 @@ class PlAknn(NeighborMethod):
         c1=0.5,
         delta=0.1,
         support_quantile=DEFAULT_SUPPORT_QUANTILE,
-        knn="exact",
-        knn_params=None,
+        knn="auto",
+        knn_options=None,
         random_state=None,
     ):
         self.max_neighbors = max_neighbors
@@ -195,7 +195,7 @@ class PlAknn(NeighborMethod):
         self.delta = delta
         self.support_quantile = support_quantile
         self.knn = knn
-        self.knn_params = knn_params
+        self.knn_options = knn_options
         self.random_state = random_state
 
     def _min_training_rows(self):

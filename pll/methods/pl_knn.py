@@ -95,10 +95,10 @@ class PlKnn(NeighborMethod):
     support_quantile : float in (0, 1] or None, default=0.99
         ``q`` of the support radius (:mod:`pll.reasons`); None: no
         ``no_support`` test (and no search of the training rows at ``fit``).
-    knn : str, default="exact"
+    knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no
         precomputed neighbors are given.
-    knn_params : dict, optional
+    knn_options : dict, optional
         Options of the neighbor backend.
     random_state : int or None, default=None
         Seed of the tie-breaking; draws are keyed by (seed, row).  None means
@@ -160,8 +160,8 @@ class PlKnn(NeighborMethod):
         conflict_margin=0.2,
         vague_bag_size=2.0,
         support_quantile=DEFAULT_SUPPORT_QUANTILE,
-        knn="exact",
-        knn_params=None,
+        knn="auto",
+        knn_options=None,
         random_state=None,
     ):
         self.n_neighbors = n_neighbors
@@ -169,7 +169,7 @@ class PlKnn(NeighborMethod):
         self.vague_bag_size = vague_bag_size
         self.support_quantile = support_quantile
         self.knn = knn
-        self.knn_params = knn_params
+        self.knn_options = knn_options
         self.random_state = random_state
 
     def predict_proba(self, X, neighbors=None):

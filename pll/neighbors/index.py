@@ -185,7 +185,7 @@ class NeighborIndex:
         escalation = _Escalation(self, probe, Q, k, exclude, timings)
         return escalation.run(indices, distances, recall)
 
-    def escalate_exactly(self, Q, k, exclude, timings):
+    def _search_exactly(self, Q, k, exclude, timings):
         """Search ``Q`` exactly (the fallback of an escalation that would cost more)."""
         t0 = time.perf_counter()
         found = self._exact.search(Q, k, exclude)
@@ -307,7 +307,7 @@ class _Escalation:
 
     def _exact(self, why):
         owner = self.owner
-        indices, distances = owner.escalate_exactly(self.Q, self.k, self.exclude, self.timings)
+        indices, distances = owner._search_exactly(self.Q, self.k, self.exclude, self.timings)
         effort = dict(_effort(self.index, self.k) or {}, steps=self.steps)
         return NeighborResult(indices, distances, None, EXACT, self.own, self.timings, effort,
                               f"{owner.decision}; exact search: {why}")

@@ -33,11 +33,11 @@ ALL_QUERIES = {"recall_sample": 100_000}
 # backend -> (extra arguments of run, train and benchmark; the backend the minmax neighbors must report)
 BACKENDS = {
     "exact": ([], "exact"),
-    "nndescent": (["--knn-backend", "nndescent", "--knn-options", json.dumps(ALL_QUERIES)], "nndescent"),
-    "auto": (["--knn-backend", "auto", "--knn-options", json.dumps({"exact_max_rows": 100, **ALL_QUERIES})],
+    "nndescent": (["--knn", "nndescent", "--knn-options", json.dumps(ALL_QUERIES)], "nndescent"),
+    "auto": (["--knn", "auto", "--knn-options", json.dumps({"exact_max_rows": 100, **ALL_QUERIES})],
              "nndescent"),
-    "dask-exact": (["--knn-backend", "dask", "--dask-address", "local"], "dask"),
-    "dask-nndescent": (["--knn-backend", "dask", "--dask-address", "local", "--knn-options",
+    "dask-exact": (["--knn", "dask", "--dask-address", "local"], "dask"),
+    "dask-nndescent": (["--knn", "dask", "--dask-address", "local", "--knn-options",
                         json.dumps({"shard_backend": "nndescent", **ALL_QUERIES})], "dask"),
 }
 METHODS = ("pl_knn", "dst_pll", "pl_aknn")
@@ -62,9 +62,9 @@ def run_session(name, args, shared_data, folder):
     options = {}
     if "--knn-options" in args:
         options = json.loads(args[args.index("--knn-options") + 1])
-    backend = args[args.index("--knn-backend") + 1] if "--knn-backend" in args else "auto"
+    backend = args[args.index("--knn") + 1] if "--knn" in args else "auto"
     grid.write_text(json.dumps({"name": f"e2e-{name}", "datasets": [msrc], "seeds": [3], "methods": {"pl_knn": {}},
-                                "knn_backend": backend, "knn_options": options, "experiment": "e2e-grid"}))
+                                "knn": backend, "knn_options": options, "experiment": "e2e-grid"}))
     dask = ["--dask-address", "local"] if "--dask-address" in args else []
     commands = [
         # A task per stage, as on large data; the grid below takes the one-task path of small data.
@@ -119,7 +119,7 @@ def test_every_command_runs_on_the_backend(name, exact_session, shared_data, tmp
     # pll train, score and benchmark finished on the same backend.
     (trained,) = [r for r in client.search_runs([client.get_experiment_by_name("pll").experiment_id])
                   if r.data.tags.get("pll.kind") == "training"]
-    assert trained.data.params["knn_backend"] == run.data.params["knn_backend"]
+    assert trained.data.params["knn"] == run.data.params["knn"]
     assert len(pd.read_parquet(folder / "scored.parquet")) == 40
     grid_runs = client.search_runs([client.get_experiment_by_name("e2e-grid").experiment_id])
     assert grid_runs and all(r.info.status == "FINISHED" for r in grid_runs)

@@ -78,7 +78,7 @@ def test_grid_on_a_local_cluster_logs_parent_and_children_and_a_rerun_hits_the_c
     prefect_harness, in_tmp, tracking_uri
 ):
     spec = {"name": "two-by-two", "datasets": ["iris", "wine"], "seeds": [0, 1],
-            "methods": {"pl_knn": {"n_neighbors": 5}}, "knn_backend": "dask", "knn_options": {"n_shards": 2}}
+            "methods": {"pl_knn": {"n_neighbors": 5}}, "knn": "dask", "knn_options": {"n_shards": 2}}
     grid = parse_grid(spec)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
@@ -112,7 +112,7 @@ def test_grid_on_a_local_cluster_logs_parent_and_children_and_a_rerun_hits_the_c
     by_key = {c.data.tags[CELL_KEY_TAG]: c for c in first_methods}
     for cell in grid.cells:
         params = by_key[cell.key].data.params
-        assert (params["dataset"], params["seed"], params["knn_backend"]) == (cell.dataset, str(cell.seed), "dask")
+        assert (params["dataset"], params["seed"], params["knn"]) == (cell.dataset, str(cell.seed), "dask")
         assert params["method"] == "pl_knn" and params["n_neighbors"] == "5"
 
     # The parent holds the combined table and the across-seeds summary, computed from the children's metrics.

@@ -94,7 +94,7 @@ def test_a_temporary_server_that_does_not_start_is_one_line_naming_its_log_and_t
     (["run", "--seed", "1.5"], "--seed: not a whole number"),
     (["train", "--seed", "-1"], "--seed: must lie in 0..4294967295"),
     (["run", "--methods", "pl_knn,knn"], "unknown method 'knn': choose from pl_knn, dst_pll, pl_aknn"),
-    (["run", "--knn-backend", "faiss"], "invalid choice: 'faiss'"),
+    (["run", "--knn", "faiss"], "invalid choice: 'faiss'"),
 ])
 def test_bad_arguments_are_refused_before_anything_starts(argv, message, capsys):
     from flows.cli import build_parser
@@ -168,7 +168,7 @@ BAD_GRID = "name: typo\ndatasets: iris\nseeds: [0]\nnoise: {model: uniform, pp: 
     (["run", "--dataset", "nosuch.csv"], "nosuch.csv: no such file"),
     (["run", "--noise", "uniform", "--noise-params", '{"pp": 0.7}'], "noise model 'uniform' has no parameter 'pp'"),
     (["run", "--method-params", '{"pl_knn": {"k": 3}}'], "method 'pl_knn' has no parameter(s) k"),
-    (["run", "--knn-backend", "exact", "--knn-options", '{"n_trees": 8}'], "kNN backend 'exact' has no option 'n_trees'"),
+    (["run", "--knn", "exact", "--knn-options", '{"n_trees": 8}'], "kNN backend 'exact' has no option 'n_trees'"),
     (["train", "--dataset", "nosuch.mat"], "nosuch.mat: no such file"),
     (["run", "--tracking-uri", "sqlite:////proc/pll-test.db"], "cannot create files in /proc"),
     (["run", "--tracking-uri", "sqlite:////pll-no-such-dir/sub/x.db"], "the folder /pll-no-such-dir/sub does not exist"),

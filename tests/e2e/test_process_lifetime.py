@@ -91,7 +91,7 @@ def _assert_all_gone(started):
 def test_nothing_outlives_a_benchmark_killed_mid_grid(session, tmp_path):
     grid = tmp_path / "grid.yaml"
     grid.write_text(f"name: killed\ndatasets: [iris]\nseeds: {list(range(SEEDS))}\nmethods: {{pl_knn: {{}}}}\n"
-                    "knn_backend: exact\nmax_concurrency: 1\n")
+                    "knn: exact\nmax_concurrency: 1\n")
     pll = session(str(BIN / "pll"), "benchmark", str(grid))
 
     def mid_grid(processes, output):

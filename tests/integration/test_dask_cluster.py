@@ -54,7 +54,7 @@ def test_pll_run_on_a_hand_started_cluster(prefect_harness, hand_started_cluster
     workers = set(client.scheduler_info()["workers"])
     assert len(workers) == 2
     with get_task_stream(client) as stream:
-        code = main(["run", "--dataset", "iris", "--methods", "pl_knn", "--knn-backend", "dask",
+        code = main(["run", "--dataset", "iris", "--methods", "pl_knn", "--knn", "dask",
                      "--dask-address", address, "--tracking-uri", uri, "--experiment", "by-hand"])
     assert code == 0
     assert "pl_knn" in capsys.readouterr().out
@@ -69,7 +69,7 @@ def test_pll_run_on_a_hand_started_cluster(prefect_harness, hand_started_cluster
     (run,) = client_.search_runs([client_.get_experiment_by_name("by-hand").experiment_id],
                                  "tags.`pll.kind` = 'pipeline'")
     assert run.info.status == "FINISHED"
-    assert run.data.params["knn_backend"] == "dask" and run.data.params["dask_address"] == address
+    assert run.data.params["knn"] == "dask" and run.data.params["dask_address"] == address
     (method_run,) = client_.search_runs([client_.get_experiment_by_name("by-hand").experiment_id],
                                         "tags.`pll.kind` = 'method'")
     assert method_run.data.metrics["accuracy"] > 0.8

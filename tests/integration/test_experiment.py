@@ -52,7 +52,7 @@ def test_library_run_gives_exactly_the_metrics_and_predictions_the_pipeline_logg
 
 
 def test_each_method_and_reject_option_is_evaluated_on_its_own():
-    result = run_protocol(pll.load_dataset("iris"), seed=1, methods=["dst_pll", "pl_knn"], knn_backend="exact")
+    result = run_protocol(pll.load_dataset("iris"), seed=1, methods=["dst_pll", "pl_knn"], knn="exact")
     evaluated = [(o.name, o.option) for o in result.evaluation.options]
     assert sorted(evaluated) == [(m, o) for m in ("dst_pll", "pl_knn") for o in ("conformal", "native", "trust")]
     for o in result.evaluation.options:
@@ -104,7 +104,7 @@ def test_each_method_run_fits_its_hold_out_model_once_for_its_own_and_its_confor
         return real_fit(self, run, seed)
 
     monkeypatch.setattr(CalibrationSplit, "fit_holdout", counted)
-    result = run_protocol(pll.load_dataset("wine"), seed=1, methods=["pl_knn", "pl_classifier"], knn_backend="exact",
+    result = run_protocol(pll.load_dataset("wine"), seed=1, methods=["pl_knn", "pl_classifier"], knn="exact",
                           method_params={"pl_classifier": {"n_folds": 2, "max_rounds": 1}})
     assert sorted(fitted) == ["pl_classifier", "pl_knn"]
     assert sorted((o.method, o.option) for o in result.outputs if o.option != "trust") == [

@@ -88,7 +88,7 @@ def test_trust_score_on_dask_shards_equals_the_exact_one(cluster, data):
     X, Q = data
     y = np.arange(len(X)) % 3
     predicted = np.arange(len(Q)) % 3
-    sharded = pll.TrustScore(knn="dask", knn_params={"client": client, "n_shards": 2}).fit(X, y)
+    sharded = pll.TrustScore(knn="dask", knn_options={"client": client, "n_shards": 2}).fit(X, y)
     exact = pll.TrustScore().fit(X, y)
     np.testing.assert_array_equal(sharded.score(Q, predicted), exact.score(Q, predicted))
     np.testing.assert_array_equal(sharded.score_training(), exact.score_training())

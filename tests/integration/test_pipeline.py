@@ -43,7 +43,7 @@ def test_parent_run_holds_what_the_method_runs_share(digits_run):
     params = run.data.params
     assert params["dataset"] == "digits" and params["seed"] == "0"
     # The default backend, auto, searches small data exactly.
-    assert params["knn_backend"] == "auto" and params["knn.minmax.backend"] == "exact"
+    assert params["knn"] == "auto" and params["knn.minmax.backend"] == "exact"
     assert set(run.data.metrics) == {"knn.minmax.build_seconds", "knn.minmax.query_seconds"}
     tags = run.data.tags
     assert len(tags["git_commit"]) in (40, len("unknown"))

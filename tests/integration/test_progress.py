@@ -179,7 +179,7 @@ def test_pll_run_shows_progress_on_the_console(tmp_path):
     done = subprocess.run(
         # A task per stage (a run this small is otherwise one task): each stage's lines carry its own name.
         [str(Path(sys.executable).parent / "pll"), "run", "--dataset", str(tmp_path / "rows.parquet"), "--methods",
-         "pl_knn", "--knn-backend", "exact", "--stage-tasks", "yes"],
+         "pl_knn", "--knn", "exact", "--stage-tasks", "yes"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )
     console = done.stdout + done.stderr

@@ -97,7 +97,7 @@ def test_positive_rescaling_of_the_input_changes_nothing(seed, scale, variant):
 
 
 def test_preprocessor_follows_scikit_learn_conventions_and_validates_in_fit():
-    pre = PlAknnPreprocessor("vision", alpha=0.3, knn="exact", knn_params=None)
+    pre = PlAknnPreprocessor("vision", alpha=0.3, knn="exact", knn_options=None)
     assert clone(pre).get_params() == pre.get_params()
     with pytest.raises(NotFittedError):
         pre.transform(np.zeros((2, 3)))
@@ -108,7 +108,7 @@ def test_preprocessor_follows_scikit_learn_conventions_and_validates_in_fit():
         (PlAknnPreprocessor(smooth_k=0), InvalidParameterError, "'smooth_k' parameter of PlAknnPreprocessor must be an int in the range"),
         (PlAknnPreprocessor(density_k=True), InvalidParameterError, "'density_k' parameter of PlAknnPreprocessor must not be a bool"),
         (PlAknnPreprocessor(knn="nope"), InvalidParameterError, "unknown kNN backend 'nope'"),
-        (PlAknnPreprocessor(knn_params={"bogus": 1}), PllError, "bogus"),
+        (PlAknnPreprocessor(knn_options={"bogus": 1}), PllError, "bogus"),
     ]
     for estimator, error, message in bad:
         with pytest.raises(error, match=message):
@@ -183,19 +183,19 @@ def test_pipelines_that_search_neighbors_use_the_runs_backend(monkeypatch):
     ds = pll.load_dataset("iris")
     rows = np.arange(150)
     options = {"exact_max_rows": 10**6}
-    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", knn="auto", knn_params=options)
+    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", knn="auto", knn_options=options)
     # with the run's options, no recall measured (nothing reports the preprocessing's own searches), and
     # the preprocessing's own query breadth for an approximate pick
     expected = {**options, "recall_sample": 0, "epsilon": features.SEARCH_EPSILON}
     assert seen and all(entry == ("auto", expected) for entry in seen)
     seen.clear()
-    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", knn="nndescent", knn_params={"epsilon": 0.3})
+    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", knn="nndescent", knn_options={"epsilon": 0.3})
     assert seen and all(entry == ("nndescent", {"epsilon": 0.3, "recall_sample": 0}) for entry in seen)  # as asked
     seen.clear()
-    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", {"knn": "exact"}, knn="auto", knn_params=options)
+    features.featurize(ds, rows[:120], rows[120:], "pl_aknn_real", {"knn": "exact"}, knn="auto", knn_options=options)
     assert seen and all(entry == ("exact", {"recall_sample": 0}) for entry in seen)  # exact search takes no breadth
     for shards, breadth in (("exact", {}), ("nndescent", {"epsilon": features.SEARCH_EPSILON})):
-        pre = PlAknnPreprocessor(knn="dask", knn_params={"shard_backend": shards})
+        pre = PlAknnPreprocessor(knn="dask", knn_options={"shard_backend": shards})
         assert pre._search_options() == {"shard_backend": shards, "recall_sample": 0, **breadth}
     split = features.featurize(ds, rows[:120], rows[120:], "minmax", knn="auto")  # no neighbors: nothing to set
     assert split.X_train.shape == (120, 4)
@@ -226,8 +226,8 @@ def test_use_backend_leaves_estimators_without_neighbor_searches_alone():
 
     scaler = MinMaxScaler()
     assert use_backend(scaler, "nndescent") is scaler and "knn" not in scaler.get_params()
-    method = use_backend(pll.PlKnn(knn_params={"n_jobs": 1}), "dask", {"n_shards": 2}, keep={"knn_params"})
-    assert (method.knn, method.knn_params) == ("dask", {"n_jobs": 1})
+    method = use_backend(pll.PlKnn(knn_options={"n_jobs": 1}), "dask", {"n_shards": 2}, keep={"knn_options"})
+    assert (method.knn, method.knn_options) == ("dask", {"n_jobs": 1})
 
 
 def test_a_feature_spec_carries_its_pipelines_parameters_and_refuses_bad_ones():

@@ -57,14 +57,14 @@ def test_pipeline_parameters_run_one_method():
     assert params == {
         "dataset": "iris", "protocol": "none", "noisy_bags": False, "noise": "auto", "noise_params": {}, "seed": 0,
         "methods": ["pl_aknn"],
-        "method_params": {"pl_aknn": {"c1": 0.3}}, "features": "pl_aknn_real", "knn_backend": "auto",
+        "method_params": {"pl_aknn": {"c1": 0.3}}, "features": "pl_aknn_real", "knn": "auto",
         "knn_options": {"n_jobs": 1}, "val_fraction": 0.25,
     }
     assert cell.label == "iris / auto / pl_aknn c1=0.3 / seed 0"
 
 
 def test_cells_that_differ_in_method_settings_share_one_execution():
-    grid = parse_grid(minimal(datasets=["iris", "wine"], seeds=[0, 1], knn_backend=["exact", "nndescent"],
+    grid = parse_grid(minimal(datasets=["iris", "wine"], seeds=[0, 1], knn=["exact", "nndescent"],
                               methods={"pl_knn": {"n_neighbors": [3, 5]}, "pl_aknn": {}},
                               method_features={"pl_aknn": "pl_aknn_real"}))
     executions = grid.executions
@@ -165,7 +165,7 @@ def test_expansion_matches_a_brute_force_product(seeds, ks, ps, datasets):
         (minimal(noise=[7]), r"noise\[0\]: must be a noise model name"),
         (minimal(features="sift"), r"features: unknown feature pipeline 'sift': choose one of minmax"),
         (minimal(features=["minmax", "sift"]), r"features\[1\]: unknown feature pipeline 'sift'"),
-        (minimal(knn_backend="faiss"), r"knn_backend: unknown value 'faiss'"),
+        (minimal(knn="faiss"), r"knn: unknown value 'faiss'"),
         (minimal(knn_options=[1]), r"knn_options: must be a mapping"),
         (minimal(protocol="paper"), r"protocol: unknown value 'paper'; choose from none, dst-pll"),
         (minimal(noisy_bags="yes"), r"noisy_bags: must be true or false, got 'yes'"),
@@ -227,7 +227,7 @@ def test_results_table_and_summary_across_seeds():
     del tables[grid.executions[-1].key]  # the last execution failed
     table = results_table(grid.executions, tables)
     assert len(table) == 4
-    assert list(table.columns[:7]) == ["cell", "dataset", "noise", "seed", "variant", "features", "knn_backend"]
+    assert list(table.columns[:7]) == ["cell", "dataset", "noise", "seed", "variant", "features", "knn"]
     assert set(table["variant"]) == {"pl_knn k=3", "pl_knn k=5"}
     assert set(table["cell"]) == {c.key for e in grid.executions[:-1] for c in e.cells}
 

@@ -280,7 +280,7 @@ def test_registered_and_run_through_the_protocol():
     est = make_method("proden", {"max_epochs": 3}, random_state=4)
     assert est.random_state == 4 and est._n_neighbors_needed() == 0
     assert clone(est).get_params()["max_epochs"] == 3
-    result = run_protocol(pll.load_dataset("iris"), seed=1, methods=["pl_knn", "proden"], knn_backend="exact")
+    result = run_protocol(pll.load_dataset("iris"), seed=1, methods=["pl_knn", "proden"], knn="exact")
     (native,) = [o for o in result.outputs if o.method == "proden" and o.option == "native"]
     assert native.fit["epochs"] == 50 and native.fit["networks"] == 5 and 0.0 <= native.fit["weight_change"] <= 1.0
     # one set of metric names for every method; with its defaults on 96 training rows (at least 20 steps an

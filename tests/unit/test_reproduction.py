@@ -29,7 +29,7 @@ def grid_table(rng):
                 for reject in ("native", "trust"):
                     rows.append({
                         "cell": f"{dataset}{noise}{seed}{variant}", "dataset": dataset, "noise": noise, "seed": seed,
-                        "variant": variant, "features": "minmax", "knn_backend": "exact", "method": variant,
+                        "variant": variant, "features": "minmax", "knn": "exact", "method": variant,
                         "reject": reject, "accuracy": acc,
                         **{f"risk_{lam:.2f}": rng.uniform(lam, lam + 0.1) for lam in (0.0, 0.05, 0.1, 0.15, 0.2)},
                         "script_covered_accuracy": rng.uniform(0.8, 1.0) if reject == "native" else np.nan,

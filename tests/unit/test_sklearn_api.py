@@ -121,7 +121,7 @@ def test_parameters_and_features_are_refused_at_fit(method, data):
         ({k: True}, InvalidParameterError, f"'{k}' parameter of {type(method).__name__} must not be a bool"),
         ({k: 0}, InvalidParameterError, f"'{k}' parameter of {type(method).__name__} must be an int"),
         ({"knn": "faiss"}, InvalidParameterError, "unknown kNN backend 'faiss'"),
-        ({"knn_params": {"n_trees": 3}}, InvalidParameterError, "no option 'n_trees'"),
+        ({"knn": "exact", "knn_options": {"n_trees": 3}}, InvalidParameterError, "no option 'n_trees'"),
         ({"random_state": -1}, InvalidParameterError, "'random_state' parameter"),
     ]
     for params, error, message in cases:
