@@ -170,11 +170,21 @@ def test_flow_run_and_mlflow_runs_name_each_other(digits_run):
     assert run.data.tags["prefect.flow_run_url"].endswith(f"/flow-runs/flow-run/{flow_run_id}")
 
 
+def logged_metrics(client, result):
+    """Every metric the pipeline run and its method runs logged, by run and name; seconds left out."""
+    runs = {"pipeline": client.get_run(result["run_id"]), **method_runs(client, result)}
+    return {(name, key): value for name, run in runs.items() for key, value in run.data.metrics.items()
+            if not key.endswith("_seconds")}
+
+
 def test_small_and_staged_runs_compute_the_same(prefect_harness, tracking_uri):
-    """Below pll.catalog.STAGE_TASKS_MIN_ROWS the protocol is one task; a task per stage gives the same numbers."""
+    """Below pll.catalog.STAGE_TASKS_MIN_ROWS the protocol is one task; a task per stage logs every metric equal."""
     kwargs = dict(dataset="iris", seed=1, methods=["pl_knn", "pl_aknn"], tracking_uri=tracking_uri, experiment="paths")
     whole, staged = pipeline(**kwargs), pipeline(**kwargs, stage_tasks=True)
     pd.testing.assert_frame_equal(whole["metrics"], staged["metrics"])
+    client = MlflowClient(tracking_uri)
+    logged = logged_metrics(client, whole)
+    assert len(logged) > 200 and logged == logged_metrics(client, staged)
     # The same run again: its name gets a number, in MLflow and in Prefect.
     again = MlflowClient(tracking_uri).get_run(staged["run_id"])
     assert again.info.run_name == "iris / auto / seed 1 (2)"
