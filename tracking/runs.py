@@ -201,14 +201,6 @@ def end_run(tracking_uri: str, run_id: str, status: str = "FINISHED"):
     MlflowClient(tracking_uri).set_terminated(run_id, status)
 
 
-def ui_command(tracking_uri: str) -> str:
-    """The shell command that opens the MLflow UI on ``tracking_uri``."""
-    if tracking_uri.startswith(("http://", "https://")):
-        return f"open {tracking_uri}"
-    return f"mlflow ui --backend-store-uri {tracking_uri}"
-
-
-
 def log_figure(client, run_id, fig, artifact_file):
     """Write a matplotlib Figure as a PNG artifact."""
     client.log_figure(run_id, fig, artifact_file, save_kwargs={"dpi": FIGURE_DPI})
