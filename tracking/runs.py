@@ -194,8 +194,6 @@ def log_metrics(client, run_id, metrics: dict):
     log_entries(client, run_id, metrics=[Metric(k, float(v), stamp, 0) for k, v in metrics.items()])
 
 
-
-
 @task(name="end-run", cache_policy=NO_CACHE)
 def end_run(tracking_uri: str, run_id: str, status: str = "FINISHED"):
     MlflowClient(tracking_uri).set_terminated(run_id, status)
