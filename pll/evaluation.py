@@ -579,17 +579,17 @@ MIN_PAIRS = 3
 """Fewest paired observations (e.g. seeds) a method's comparison with the best needs to be tested."""
 
 
-def _paired_p_values(group, pair, methods, best):
-    """Two-sided paired t-test p-value of each of ``methods`` against ``methods[best]`` (NaN for the best itself).
+def paired_p_values(diff):
+    """Two-sided paired t-test p-value of each column of ``diff`` (pairs x columns of differences, NaN: not shared).
 
-    The t statistics of all methods at once, from one array of observations
-    (pairs x methods): a grid's summary tests every metric.
+    The project's one paired t-test (:func:`compare_methods` and the paper
+    reproduction's tables use it): a column whose shared differences are all
+    zero gives 1.0; otherwise fewer than :data:`MIN_PAIRS` shared pairs give
+    NaN.  All columns at once, so that a grid's summary tests every metric in
+    one pass; the same p-value as :func:`scipy.stats.ttest_rel`.
     """
-    p = np.full(len(methods), np.nan)
-    if not pair:
-        return p
-    wide = group.pivot(index=pair, columns="method", values="_value").reindex(columns=methods).to_numpy()
-    diff = wide[:, [best]] - wide
+    diff = np.asarray(diff, dtype=np.float64)
+    p = np.full(diff.shape[1], np.nan)
     shared = np.isfinite(diff)
     n = shared.sum(axis=0)
     d = np.where(shared, diff, 0.0)
@@ -600,6 +600,15 @@ def _paired_p_values(group, pair, methods, best):
     tested = n >= MIN_PAIRS
     p[tested] = 2 * stats.t.sf(np.abs(t[tested]), n[tested] - 1)
     p[(n > 0) & np.all(d == 0, axis=0)] = 1.0  # identical on every shared pair
+    return p
+
+
+def _paired_p_values(group, pair, methods, best):
+    """Paired p-value of each of ``methods`` against ``methods[best]`` (NaN for the best itself)."""
+    if not pair:
+        return np.full(len(methods), np.nan)
+    wide = group.pivot(index=pair, columns="method", values="_value").reindex(columns=methods).to_numpy()
+    p = paired_p_values(wide[:, [best]] - wide)
     p[best] = np.nan
     return p
 

@@ -37,6 +37,7 @@ from scipy import stats
 
 from .catalog import RISK_AGGREGATIONS, TTESTS
 from .errors import InvalidParameterError
+from .evaluation import paired_p_values
 
 @dataclass(frozen=True)
 class Preset:
@@ -206,18 +207,17 @@ def aggregate_risk(runs: pd.DataFrame, lam: float, how: str) -> tuple[float, flo
 def two_sided_p(a: pd.Series, b: pd.Series, kind: str) -> float:
     """p-value of the difference between two methods' results: ``paired`` on their shared index, or ``unpaired``.
 
-    ``a`` and ``b`` are indexed by the observation (e.g. data set and seed);
-    identical results give 1.0; fewer than two pairs (or values) give NaN.
+    ``a`` and ``b`` are indexed by the observation (e.g. data set and seed).
+    Paired: :func:`pll.evaluation.paired_p_values`, the test the comparison
+    tables use (identical results give 1.0, fewer than
+    :data:`pll.evaluation.MIN_PAIRS` pairs NaN).  Unpaired: identical results
+    give 1.0, fewer than two values on either side NaN.
     """
     check_choice("t-test", kind, TTESTS)
     if kind == "paired":
         shared = a.index.intersection(b.index)
-        x, y = a.loc[shared].to_numpy(float), b.loc[shared].to_numpy(float)
-        if x.size < 2:
-            return float("nan")
-        if np.array_equal(x, y):
-            return 1.0
-        return float(stats.ttest_rel(x, y).pvalue)
+        diff = a.loc[shared].to_numpy(float) - b.loc[shared].to_numpy(float)
+        return float(paired_p_values(diff[:, None])[0])
     x, y = a.to_numpy(float), b.to_numpy(float)
     if x.size < 2 or y.size < 2:
         return float("nan")

@@ -87,6 +87,7 @@ def test_t_tests_are_scipys_paired_on_shared_observations_and_unpaired():
     assert two_sided_p(a, b, "unpaired") == pytest.approx(stats.ttest_ind(a, b).pvalue)
     assert two_sided_p(a, a, "paired") == two_sided_p(a, a, "unpaired") == 1.0
     assert np.isnan(two_sided_p(a.iloc[:1], b.iloc[:1], "paired"))
+    assert np.isnan(two_sided_p(a.iloc[:2], b.iloc[:2], "paired"))  # the one paired test: at least MIN_PAIRS pairs
 
 
 def test_presets_fill_in_noise_parameters_the_caller_leaves_out():
