@@ -22,9 +22,14 @@ def _splitmix64(z):
 
 
 def seed_to_int(random_state):
-    """Turn a ``random_state`` (None or int) into a non-negative int seed."""
+    """Turn a ``random_state`` (None or int) into a non-negative int seed.
+
+    None draws a fresh seed from the operating system, as ``random_state=None``
+    means fresh randomness in scikit-learn; it is below 2**32 so that it is
+    also a valid seed for scikit-learn estimators.
+    """
     if random_state is None:
-        return 0
+        return int(np.random.SeedSequence().generate_state(1)[0])
     if isinstance(random_state, (int, np.integer)) and random_state >= 0:
         return int(random_state)
     from .errors import InvalidParameterError

@@ -23,6 +23,8 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._random import seed_to_int
+
 _EPS = 1e-5  # BatchNorm1d's eps
 _MOMENTUM = 0.1  # BatchNorm1d's momentum
 
@@ -140,7 +142,7 @@ class SquaredLossMLP(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_, y = np.unique(y, return_inverse=True)
         T = np.eye(self.classes_.size)[y]
-        rng = np.random.default_rng(self.random_state)
+        rng = np.random.default_rng(seed_to_int(self.random_state))
 
         sizes = [X.shape[1], *widths, self.classes_.size]
         self.coefs_, self.intercepts_ = [], []

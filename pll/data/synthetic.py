@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._random import seed_to_int
 from ..errors import InvalidParameterError
 from .tabular import CANDIDATES, LABEL, SEPARATOR
 
@@ -51,7 +52,7 @@ def make_partial_label_table(
     True
     """
     _check_sizes(n_rows=n_rows, n_features=n_features, n_classes=n_classes, max_extra=max_extra)
-    rng = np.random.default_rng(random_state)
+    rng = np.random.default_rng(seed_to_int(random_state))
     means = rng.normal(scale=spread, size=(n_classes, n_features)).astype(np.float32)
     y = rng.integers(n_classes, size=n_rows)
     X = means[y] + rng.standard_normal((n_rows, n_features), dtype=np.float32)
@@ -94,7 +95,7 @@ def make_repeated_rows_table(
     """
     _check_sizes(n_rows=n_rows, n_features=n_features, n_classes=n_classes, max_extra=max_extra,
                  n_prototypes=n_prototypes)
-    rng = np.random.default_rng(random_state)
+    rng = np.random.default_rng(seed_to_int(random_state))
     prototypes = rng.random((n_prototypes, n_features)) < density
     classes = rng.integers(n_classes, size=n_prototypes)
     weights = 1.0 / np.arange(1, n_prototypes + 1) ** 0.7

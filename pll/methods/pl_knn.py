@@ -101,8 +101,8 @@ class PlKnn(NeighborMethod):
     knn_options : dict, optional
         Options of the neighbor backend.
     random_state : int or None, default=None
-        Seed of the tie-breaking; draws are keyed by (seed, row).  None means
-        seed 0 (reproducible), not fresh randomness.
+        Seed of the tie-breaking; draws are keyed by (seed, row).  None draws
+        fresh randomness, as in scikit-learn.
 
     Attributes
     ----------
