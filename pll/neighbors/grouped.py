@@ -15,6 +15,8 @@ search per group.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..errors import InvalidDataError, InvalidParameterError
@@ -23,7 +25,8 @@ from ..validation import check_features, check_queries
 from .exact import ExactIndex, nearest_among, rerank
 from .grouped_cells import GroupedCellIndex
 from .index import NeighborIndex
-from .registry import EXACT, backend_entry, check_backend, resolve
+from .recall import sample_rows
+from .registry import EXACT, TARGET_RECALL, backend_entry, check_backend, resolve
 from .screening import Screen
 
 CHUNK = 16
@@ -49,7 +52,8 @@ _TILE_ROWS = 4096
 _BLOCK_BYTES = 32 * 2**20
 
 
-def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *, exclude=None, **options):
+def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *, exclude=None, report=None,
+                     **options):
     """Index and distance of the nearest training row of every group, for each query row.
 
     Parameters
@@ -70,8 +74,12 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
     exclude : int array of shape (n_queries,), optional
         With ``X_query``: a training row never returned for each query, -1 for
         none (e.g. training rows given as queries, each excluding itself).
+    report : dict, optional
+        Filled with how ``auto``'s cell search ended (:class:`TargetedCellSearch`:
+        ``agreement``, ``n_probe``, ``decision``); left empty by other searches.
     **options
-        Options of :class:`~pll.neighbors.NeighborIndex` (approximate backends).
+        Options of :class:`~pll.neighbors.NeighborIndex` (approximate backends);
+        ``target_recall`` is the cell search's target agreement with exact search.
 
     Returns
     -------
@@ -89,11 +97,19 @@ def nearest_by_group(X_train, groups, n_groups, X_query=None, backend="exact", *
     ([[1, 2]], [[3.0, 1.0]])
     """
     X_train, groups, Q, exclude = _check_search(X_train, groups, n_groups, X_query, exclude)
-    return _searcher(X_train, groups, n_groups, backend, options).search(Q, exclude)
+    search = _searcher(X_train, groups, n_groups, backend, options)
+    found = search.search(Q, exclude)
+    _report(search, report)
+    return found
+
+
+def _report(search, report):
+    if report is not None:
+        report.update(getattr(search, "report", {}))
 
 
 def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend="exact", *, exclude=None,
-                          known_own=None, **options):
+                          known_own=None, report=None, **options):
     """Each query's distance to the nearest row of its own group and to the nearest row of any other group.
 
     The two distances a trust score compares.  Parameters as for
@@ -106,6 +122,7 @@ def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend=
     groups, instead of every group: ``l / 2`` times less work, the same
     guarantee (a distance is never below the exact one).
 
+    ``report`` as for :func:`nearest_by_group`, its agreement that of trust decisions.
     ``known_own`` (float array of shape (n_queries,), NaN where unknown):
     own distances the caller already has, e.g. from a neighbor list that
     holds a row of the own group; they are returned as given, and the cell
@@ -131,6 +148,7 @@ def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend=
         raise InvalidDataError(f"known_own must have shape ({Q.shape[0]},), got {known.shape}")
     search = _searcher(X_train, groups, n_groups, backend, options)
     indices, distances = search.search_own_and_other(Q, exclude, own, need_own=np.isnan(known))
+    _report(search, report)
     # No other group has a row: h̃ is the lowest group other than the query's own.
     other_group = np.where(indices[:, 1] >= 0, groups[np.maximum(indices[:, 1], 0)], (own == 0).astype(np.int64))
     return np.where(np.isnan(known), distances[:, 0], known), distances[:, 1], other_group
@@ -165,8 +183,113 @@ def _searcher(X_train, groups, n_groups, backend, options):
     if picked == EXACT:
         return GroupedExactIndex(X_train, groups, n_groups)
     if backend_entry(backend).index is None:  # auto, beyond its exact threshold
-        return GroupedCellIndex(X_train, groups, n_groups, random_state=options.get("random_state", 0))
+        random_state = options.get("random_state", 0)
+        cells = GroupedCellIndex(X_train, groups, n_groups, random_state=random_state)
+        target, sample = options.get("target_recall", TARGET_RECALL), options.get("recall_sample", 1000)
+        if not (target and sample):
+            return cells
+        return TargetedCellSearch(cells, X_train, groups, n_groups, target, sample, random_state)
     return EachGroupSearch(X_train, groups, n_groups, picked, options)
+
+
+AGREEMENT_THRESHOLD = 1.5
+"""The trust score's default threshold (:data:`pll.trust_score.DEFAULT_THRESHOLD`): a query's decision is the
+side of it on which its ratio of other to own distance falls."""
+WIDER_PROBE = 2
+"""Each escalation step of the cell search probes this many times as many cells."""
+
+
+class TargetedCellSearch:
+    """The cell search (:class:`~pll.neighbors.grouped_cells.GroupedCellIndex`) held to a target agreement with exact search.
+
+    The agreement is measured on a seeded sample of each search's queries, against
+    :class:`GroupedExactIndex`: for :meth:`search_own_and_other`, the fraction
+    of sampled queries whose trust decision (other over own distance against
+    :data:`AGREEMENT_THRESHOLD`; the other distance alone where the caller
+    knows the own one) is the same; for :meth:`search`, the fraction of
+    (query, group) pairs whose nearest distance is exact.  While below the
+    target, the cells probed grow :data:`WIDER_PROBE` times, each step first
+    tried and timed on the sample; once a step's price would reach that of
+    exact search of all queries (timed on the sample too), the queries are
+    searched exactly.  :attr:`report` says how the last search ended:
+    ``agreement`` (None when searched exactly), ``n_probe`` and ``decision``.
+    """
+
+    def __init__(self, cells, X_train, groups, n_groups, target, sample, random_state):
+        t0 = time.perf_counter()
+        self.cells, self.target, self.sample, self.random_state = cells, target, sample, random_state
+        self.exact = GroupedExactIndex(X_train, groups, n_groups)
+        self.build_seconds = time.perf_counter() - t0
+        self.max_probe = max(int(np.bincount(cells.cell_group, minlength=n_groups).max(initial=1)), 1)
+        self.report = {}
+
+    def search(self, Q, exclude):
+        """Nearest row of every group for each row of ``Q`` (the contract of :func:`nearest_by_group`)."""
+
+        def agreement(found, true):
+            return float(np.mean(np.isclose(found[1], true[1], rtol=1e-12, atol=0) | (found[1] == true[1])))
+
+        return self._run(Q, lambda search, q: search.search(Q[q], exclude[q]), agreement)
+
+    def search_own_and_other(self, Q, exclude, own, need_own=None):
+        """Nearest row of the own group and of any other group (the contract of
+        :meth:`~pll.neighbors.grouped_cells.GroupedCellIndex.search_own_and_other`)."""
+        need_own = np.ones(Q.shape[0], dtype=bool) if need_own is None else np.asarray(need_own, dtype=bool)
+        sampled = {}
+
+        def run(search, q):
+            sampled["need"] = need_own[q]
+            return search.search_own_and_other(Q[q], exclude[q], own[q], need_own[q])
+
+        def agreement(found, true):
+            (_, d), (_, e) = found, true
+            with np.errstate(divide="ignore", invalid="ignore"):
+                side = d[:, 1] >= AGREEMENT_THRESHOLD * d[:, 0]
+                true_side = e[:, 1] >= AGREEMENT_THRESHOLD * e[:, 0]
+            same_other = np.isclose(d[:, 1], e[:, 1], rtol=1e-12, atol=0) | (d[:, 1] == e[:, 1])
+            return float(np.mean(np.where(sampled["need"], side == true_side, same_other)))
+
+        return self._run(Q, run, agreement)
+
+    def _run(self, Q, run, agreement):
+        """Escalate the cells probed until ``agreement`` on the sample meets the target, else search exactly."""
+        cells, n_query = self.cells, Q.shape[0]
+        rows = sample_rows(n_query, self.sample, self.random_state)
+        true, exact_price = self._exact_sample(run, rows, n_query)
+        t0 = time.perf_counter()
+        reached = agreement(run(cells, rows), true)
+        spent = time.perf_counter() - t0
+        first, steps = reached, 0
+        while reached < self.target:
+            if cells.n_probe >= self.max_probe:
+                return self._exactly(run, n_query, f"agreement {reached:.4f} < target {self.target:g} with every "
+                                     "cell probed")
+            before, cells.n_probe = cells.n_probe, min(cells.n_probe * WIDER_PROBE, self.max_probe)
+            t0 = time.perf_counter()
+            reached = agreement(run(cells, rows), true)
+            seconds = time.perf_counter() - t0
+            spent += seconds
+            price = seconds / max(rows.size, 1) * n_query
+            if spent + price >= exact_price:
+                cells.n_probe = before
+                return self._exactly(run, n_query, f"agreement < target {self.target:g}; probing {before * WIDER_PROBE} "
+                                     f"cells would cost {spent + price:.3g} s, exact search {exact_price:.3g} s")
+            steps += 1
+        how = "without escalating" if not steps else f"after {steps} step(s) from {first:.4f}"
+        found = run(cells, np.arange(n_query))
+        self.report = {"agreement": reached, "n_probe": cells.n_probe, "steps": steps,
+                       "decision": f"cells: agreement {reached:.4f} >= target {self.target:g} {how}"}
+        return found
+
+    def _exact_sample(self, run, rows, n_query):
+        """Exact answers of the sample, and the price of exact search of all ``n_query`` queries timed on it."""
+        t0 = time.perf_counter()
+        true = run(self.exact, rows)
+        return true, (time.perf_counter() - t0) / max(rows.size, 1) * n_query
+
+    def _exactly(self, run, n_query, why):
+        self.report = {"agreement": None, "n_probe": self.cells.n_probe, "decision": f"exact search: {why}"}
+        return run(self.exact, np.arange(n_query))
 
 
 class AllGroupsSearch:

@@ -273,6 +273,10 @@ class _Escalation:
         if not hasattr(index, "widen"):
             return None
         if index.breadth < index.max_breadth:
+            if hasattr(index, "prepare"):  # the search structures, built once at the first query: not per query
+                t0 = time.perf_counter()
+                index.prepare()
+                self._charge("build", time.perf_counter() - t0)
             t0 = time.perf_counter()
             sample = self._search_sample(index.breadth + 1)
             seconds = time.perf_counter() - t0
