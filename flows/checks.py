@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import inspect
 
-from pll.errors import InvalidParameterError
-
 
 def _given(function, params: dict) -> dict:
     """The entries of ``params`` that ``function`` takes."""
@@ -70,14 +68,13 @@ def auditing(params: dict) -> dict:
     from pll.experiment import check_data, check_feature_pipeline
     from pll.neighbors.registry import check_backend
     from pll.scoring import check_output_path
+    from pll.validation import check_positive_int
 
     settled = {"noise_params": _noise_params(params)}
     check_data(**_given(check_data, {**params, **settled}))
     check_feature_pipeline(params["features"])
     check_backend(params["knn"], params.get("knn_options"))
-    n_neighbors = params["n_neighbors"]
-    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or n_neighbors < 1:
-        raise InvalidParameterError(f"n_neighbors must be a positive integer, got {n_neighbors!r}")
+    check_positive_int(params["n_neighbors"], "n_neighbors")
     return {**settled, "output": check_output_path(params["output"])}
 
 

@@ -98,7 +98,7 @@ from .errors import InvalidDataError, InvalidParameterError
 from .evaluation import _as_mask, _as_scores
 from .neighbors import NeighborResult, kneighbors
 from .neighbors.registry import check_backend
-from .validation import _is_sparse, _label_sets, check_features, encode_bags
+from .validation import _is_sparse, _label_sets, check_features, check_positive_int, encode_bags
 
 WEIGHTS = ("distance", "uniform")
 # Rows per block of the refinement, so that its (rows, k, k, l) arrays stay near 8 MB.
@@ -494,9 +494,7 @@ def _check_options(weights, prior, refine):
 
 
 def _check_k(n_neighbors):
-    if isinstance(n_neighbors, (bool, np.bool_)) or not isinstance(n_neighbors, (int, np.integer)) or n_neighbors < 1:
-        raise InvalidParameterError(f"n_neighbors must be a positive integer, got {n_neighbors!r}")
-    return int(n_neighbors)
+    return check_positive_int(n_neighbors, "n_neighbors")
 
 
 def _take(neighbors, n, n_neighbors):

@@ -105,7 +105,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
 from .methods.base import RejectPrediction
 from .reasons import CONFLICT, NO_SUPPORT, assign
-from .validation import check_params, encode_bags
+from .validation import check_fitted, check_params, encode_bags
 
 PROCEDURES = {
     "monte_carlo": "calibration labels weighted by the model's plausibility over each bag (Monte Carlo CP): "
@@ -471,8 +471,7 @@ class ConformalSets(BaseEstimator):
                 "empty_bags": self.empty_bags_, **self.bounds_, "notes": notes}
 
     def _check_fitted(self):
-        if not hasattr(self, "quantile_"):
-            raise NotFittedError("ConformalSets is not calibrated: call fit with the calibration rows first")
+        check_fitted(self, "quantile_", "ConformalSets is not calibrated: call fit with the calibration rows first")
 
     def p_values(self, X, neighbors=None, candidates=None):
         """The conformal p-value of every class, shape (n, l): ``(1 + t(s(x, y))) / (n + 1)`` (:mod:`pll.conformal`).

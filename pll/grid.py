@@ -84,6 +84,7 @@ from .methods import METHODS, make_method
 from .neighbors.registry import BACKENDS, DEFAULT_BACKEND, check_backend
 from .noise import check_noise
 from .paper_protocols import PRESETS, preset_noise_params
+from .validation import is_positive_int
 
 DEFAULT_MAX_CONCURRENCY = 2
 KEYS = (
@@ -281,7 +282,7 @@ def parse_grid(spec, source="<grid>", preset=None) -> Grid:
     experiment = _string(spec.get("experiment", catalog.DEFAULT_GRID_EXPERIMENT), "experiment", bad)
     description = _string(spec.get("description", ""), "description", bad, allow_empty=True)
     max_concurrency = spec.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
-    if not _is_int(max_concurrency) or max_concurrency < 1:
+    if not is_positive_int(max_concurrency):
         raise bad("max_concurrency", f"must be a positive integer, got {max_concurrency!r}")
     val_fraction = spec.get("val_fraction", 0.2)
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:

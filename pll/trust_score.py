@@ -16,13 +16,13 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .errors import InvalidDataError, InvalidParameterError, NotFittedError
+from .errors import InvalidDataError, InvalidParameterError
 from .methods.base import RejectPrediction
 from .neighbors import kneighbors, nearest_by_group
 from .neighbors.grouped import nearest_own_and_other
 from .neighbors.result import check_indices
 from .reasons import CONFLICT, NO_SUPPORT, assign
-from .validation import check_params, check_X, class_positions
+from .validation import check_fitted, check_params, check_X, class_positions
 
 FILTERS = ("none", "density", "uncertainty")
 SUPPORT_EVIDENCE = (NO_SUPPORT, "neighbor_distance", "support_radius")
@@ -247,8 +247,7 @@ class TrustScore(BaseEstimator):
         return keep, value
 
     def _check_fitted(self):
-        if not hasattr(self, "kept_"):
-            raise NotFittedError("TrustScore is not fitted: call fit first")
+        check_fitted(self, "kept_", "TrustScore is not fitted: call fit first")
 
     def distances(self, X):
         """Distance of every row to the nearest point of every class set.

@@ -247,6 +247,30 @@ def _is_bool(value):
     return isinstance(value, (bool, np.bool_))
 
 
+def is_positive_int(value) -> bool:
+    """Whether ``value`` is a whole number >= 1; a bool is not one (``True`` is an ``int`` to Python, never a count)."""
+    return not _is_bool(value) and isinstance(value, (int, np.integer)) and value >= 1
+
+
+def check_positive_int(value, name) -> int:
+    """``value`` as an ``int`` when :func:`is_positive_int`, else one :class:`InvalidParameterError` line naming ``name``."""
+    if not is_positive_int(value):
+        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_fitted(estimator, attribute, message=None):
+    """Raise :class:`~pll.errors.NotFittedError` unless ``fit`` has set ``attribute`` on ``estimator``.
+
+    The message says which estimator and what to do (``message`` replaces it
+    where "fit" is not the step that is missing).
+    """
+    if not hasattr(estimator, attribute):
+        from .errors import NotFittedError  # defined on first use: it subclasses scikit-learn's
+
+        raise NotFittedError(message or f"{type(estimator).__name__} is not fitted: call fit first")
+
+
 def check_params(estimator):
     """Validate ``estimator``'s parameters against its ``_parameter_constraints``; call first thing in ``fit``.
 

@@ -11,11 +11,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import Interval
 
-from ..errors import InvalidParameterError, NotFittedError
+from ..errors import InvalidParameterError
 from ..neighbors import kneighbors
 from ..progress import blocks, track
 from ..reasons import assign, support_evidence, support_radius
-from ..validation import check_params, check_X, encode_bags
+from ..validation import check_fitted, check_params, check_X, encode_bags
 
 # Rows per block are chosen so that a block's (rows, k, l) work arrays stay near this size.
 BLOCK_BYTES = 32 * 2**20
@@ -174,10 +174,9 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
     * :meth:`score` is the partial-label accuracy: the share of rows whose
       prediction lies in their candidate set (accuracy, for 1-d ``y``);
       :func:`pll.evaluation.make_risk_scorer` scores the reject option.
-    * ``random_state=None`` means seed 0: results are reproducible, unlike
-      scikit-learn's fresh randomness for None.  A draw among tied labels is
-      keyed by (seed, row position), so a tied row may get another label when
-      predicted in another batch or order.
+    * ``random_state=None`` draws fresh randomness, as in scikit-learn.  A
+      draw among tied labels is keyed by (seed, row position), so a tied row
+      may get another label when predicted in another batch or order.
 
     * Every prediction carries a reason code (:mod:`pll.reasons`) and its
       evidence.  The support test is shared: :meth:`fit` stores
@@ -304,8 +303,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         super().__setstate__(state)
 
     def _check_fitted(self):
-        if not hasattr(self, "S_train_"):
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit first")
+        check_fitted(self, "S_train_")
 
     def _knn_options(self):
         return dict(self.knn_options or {})

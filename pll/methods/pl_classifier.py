@@ -10,9 +10,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import has_fit_parameter
 
 from .._random import pick_among, seed_to_int
-from ..errors import InvalidParameterError, NotFittedError
+from ..errors import InvalidParameterError
 from ..reasons import CONFLICT, assign
-from ..validation import check_params, check_X, encode_bags
+from ..validation import check_fitted, check_params, check_X, encode_bags
 from .base import NeighborMethod, RejectPrediction, _missing_defaults, in_candidates, without_support_test
 from .ipal import Ipal
 from .pl_knn import PlKnn
@@ -179,8 +179,7 @@ class BagWeightClassifier(ClassifierMixin, BaseEstimator):
         return self._proba(check_X(self, X, reset=False))
 
     def _check_fitted(self):
-        if not hasattr(self, "weights_"):
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit first")
+        check_fitted(self, "weights_")
 
     def conformity(self, X, neighbors=None):
         """Conformity for conformal sets (:class:`pll.ConformalSets`): :meth:`predict_proba`, shape (n, l)."""

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import dask
 import numpy as np
 
-from ..errors import InvalidParameterError
+from ..validation import check_positive_int
 from .backends import local_index
 from .exact import top_k
 from .nndescent import MAX_BREADTH, MAX_DEPTH
@@ -170,8 +170,7 @@ class ShardedIndex:
     ):
         shards = check_shard_backend(shard_backend)
         check_options(f"dask with {shard_backend} shards", shard_options, shards.options)
-        if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
-            raise InvalidParameterError(f"block_rows must be a positive integer, got {block_rows!r}")
+        check_positive_int(block_rows, "block_rows")
         self.approximate = shards.approximate
         self.block_rows = int(block_rows)
         self._own_client = None
@@ -181,8 +180,7 @@ class ShardedIndex:
         self.client = client
         n_train = X_train.shape[0]
         n_shards = n_shards or max(1, len(self.client.scheduler_info()["workers"]))
-        if isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < 1:
-            raise InvalidParameterError(f"n_shards must be a positive integer, got {n_shards!r}")
+        check_positive_int(n_shards, "n_shards")
         # A training set smaller than the shard count (a small class set) is searched in fewer shards.
         n_shards = min(int(n_shards), n_train)
         self._bounds = np.linspace(0, n_train, n_shards + 1).astype(int)

@@ -296,11 +296,11 @@ def test_sparse_bags_and_data_frames():
 
     X, y = blobs(60)
     S = pll.noise.uniform(y, 3, p=0.5, r=1, random_state=0)
-    dense = PlClassifier(max_rounds=2).fit(X, S)
-    sparse = PlClassifier(max_rounds=2).fit(X, sp.csr_matrix(S.astype(int)))
+    dense = PlClassifier(max_rounds=2, random_state=0).fit(X, S)
+    sparse = PlClassifier(max_rounds=2, random_state=0).fit(X, sp.csr_matrix(S.astype(int)))
     np.testing.assert_allclose(sparse.weights_, dense.weights_)
     frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(5)])
-    clf = PlClassifier(max_rounds=2).fit(frame, S)
+    clf = PlClassifier(max_rounds=2, random_state=0).fit(frame, S)
     assert list(clf.feature_names_in_) == list(frame.columns)
     np.testing.assert_allclose(clf.predict_proba(frame), dense.predict_proba(X))
 
@@ -308,7 +308,7 @@ def test_sparse_bags_and_data_frames():
 def test_neighbors_are_not_needed_and_ignored():
     X, y = blobs(60)
     S = pll.noise.uniform(y, 3, p=0.5, r=1, random_state=0)
-    clf = PlClassifier(max_rounds=2)
+    clf = PlClassifier(max_rounds=2, random_state=0)
     assert clf._n_neighbors_needed() == 0 and clf._k_param is None
     nb = pll.neighbors.kneighbors(X, None, k=3)
     a = clf.fit(X, S, neighbors=nb).predict_proba(X, neighbors=nb)
