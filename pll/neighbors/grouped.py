@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-from ..errors import InvalidDataError, InvalidParameterError
+from ..errors import InvalidDataError
 from ..progress import blocks, track
-from ..validation import check_features, check_queries
+from ..validation import check_features, check_positive_int, check_queries
 from .exact import ExactIndex, nearest_among, rerank
 from .grouped_cells import GroupedCellIndex
 from .index import NeighborIndex
@@ -157,8 +157,7 @@ def nearest_own_and_other(X_train, groups, n_groups, own, X_query=None, backend=
 def _check_search(X_train, groups, n_groups, X_query, exclude):
     """Checked arrays of a grouped search: training rows, int64 groups, queries and int64 excluded rows."""
     X_train = check_features(X_train, "training rows")
-    if isinstance(n_groups, bool) or not isinstance(n_groups, (int, np.integer)) or n_groups < 1:
-        raise InvalidParameterError(f"n_groups must be a positive integer, got {n_groups!r}")
+    check_positive_int(n_groups, "n_groups")
     groups = np.asarray(groups)
     if groups.shape != (X_train.shape[0],) or not np.issubdtype(groups.dtype, np.integer):
         raise InvalidDataError(

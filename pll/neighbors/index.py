@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ..errors import InvalidParameterError, NeighborsError
-from ..validation import check_features, check_queries
+from ..validation import check_features, check_positive_int, check_queries
 from .auto import AUTO_MIN_CONTRAST, CONTRAST_K, auto_exact_max_rows
 from .backends import local_index
 from .exact import ExactIndex
@@ -322,8 +322,7 @@ class _Escalation:
 
 
 def _check_k(k):
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise InvalidParameterError(f"k must be a positive integer, got {k!r}")
+    check_positive_int(k, "k")
 
 
 def kneighbors(X_train, X_query=None, k=10, backend="exact", **options) -> NeighborResult:
