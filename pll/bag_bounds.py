@@ -49,9 +49,9 @@ from .evaluation import (
     _nonempty,
     calibrate_thresholds,
     calibrated_metrics,
-    risk_name,
     threshold_sweep,
 )
+from .metric_names import bound_name, calibrated_name
 from .validation import check_bags
 
 
@@ -118,10 +118,6 @@ def certainly_right(labels, bags):
     return _right(*_check_labels(labels, bags))
 
 
-def _bound_name(lam, side):
-    return f"risk_{side}_{lam:.2f}"
-
-
 def risk_bounds(score, labels, bags, lambdas=DEFAULT_LAMBDAS):
     """Lower and upper bounds of ``R_λ`` on these rows at every threshold of :func:`~pll.evaluation.threshold_sweep`.
 
@@ -164,7 +160,7 @@ def risk_bounds(score, labels, bags, lambdas=DEFAULT_LAMBDAS):
     )
     for lam in lams:
         for side in ("lower", "upper"):
-            table[_bound_name(lam, side)] = table[f"nonreject_error_{side}"] + lam * table["rejection_rate"]
+            table[bound_name(side, lam)] = table[f"nonreject_error_{side}"] + lam * table["rejection_rate"]
     return table
 
 
@@ -175,7 +171,7 @@ def _calibrate(score, labels, bags, lambdas):
     lower = calibrated_metrics(calibration, score, ~_wrong(labels, bags))
     return calibration.assign(
         risk_upper=calibration["risk"],
-        risk_lower=[lower["cal_" + risk_name(lam)] for lam in calibration["lambda"]],
+        risk_lower=[lower[calibrated_name("risk", lam)] for lam in calibration["lambda"]],
         rejects_all=[not np.any(score > threshold) for threshold in calibration["threshold"]],
     )
 

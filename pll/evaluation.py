@@ -23,6 +23,7 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InvalidDataError, InvalidParameterError
+from .metric_names import calibrated_name, risk_name, smaller_is_better
 from .methods.base import in_candidates, predict_with_reject
 from .validation import check_bags
 
@@ -31,13 +32,6 @@ DEFAULT_PERCENTILES = tuple(range(0, 101))
 # Risks of different operating points differ by at least 1/(100 n) for λ with two
 # decimals; anything closer is a tie of the same exact rational value.
 _TIE_TOLERANCE = 1e-12
-# Metrics where a smaller value is better (for significance tables).
-LOWER_IS_BETTER_PREFIXES = ("risk_", "cal_risk_", "nonreject_error", "rejection_rate", "aurc")
-
-
-def risk_name(lam):
-    """The metric name of ``R_λ``: λ with two decimals, e.g. ``risk_0.10``."""
-    return f"risk_{lam:.2f}"
 
 
 def _check_lambdas(lambdas):
@@ -417,10 +411,9 @@ def calibrated_metrics(calibration, score, correct):
     for lam, threshold in zip(calibration["lambda"], calibration["threshold"]):
         accept = score > threshold
         report = _report(correct, accept, (lam,))
-        suffix = f"{lam:.2f}"
-        out[f"cal_threshold_{suffix}"] = float(threshold)
-        out[f"cal_rejection_rate_{suffix}"] = report["rejection_rate"]
-        out[f"cal_risk_{suffix}"] = report[risk_name(lam)]
+        out[calibrated_name("threshold", lam)] = float(threshold)
+        out[calibrated_name("rejection_rate", lam)] = report["rejection_rate"]
+        out[calibrated_name("risk", lam)] = report[risk_name(lam)]
     return out
 
 
@@ -470,11 +463,6 @@ def precision_at_percentile(score, correct, percentiles=DEFAULT_PERCENTILES):
             "precision_suspicious": (suspect & ~correct).sum(axis=1) / suspect.sum(axis=1),
         }
     )
-
-
-def smaller_is_better(metric):
-    """Whether a smaller value of ``metric`` (a name like ``risk_0.10``) is better."""
-    return metric.startswith(LOWER_IS_BETTER_PREFIXES)
 
 
 def compare_methods(results, *, by=("dataset",), pair=("seed",), value="value", lower_is_better=None, alpha=0.05):

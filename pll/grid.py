@@ -81,6 +81,7 @@ from .plots import risk_figure
 from .tables import significance_table
 from .features import make_features
 from .methods import METHODS, make_method
+from .metric_names import parse_per_lambda, risk_name
 from .neighbors.registry import BACKENDS, DEFAULT_BACKEND, check_backend
 from .noise import check_noise
 from .paper_protocols import PRESETS, preset_noise_params
@@ -437,8 +438,7 @@ def _method_features(value, methods, bad):
 
 CELL_COLUMNS = ("cell", "dataset", "noise", "seed", "variant", "features", "knn")
 # Metrics shown in the papers' table layout, in percent (risks: of the test rows).
-TABLE_METRICS = {"accuracy": 100, "covered_accuracy": 100, "rejection_rate": 100, "risk_0.10": 100}
-_RISK = re.compile(r"^(?P<cal>cal_)?risk_(?P<lam>\d+\.\d+)$")
+TABLE_METRICS = {"accuracy": 100, "covered_accuracy": 100, "rejection_rate": 100, risk_name(0.10): 100}
 
 
 def results_table(executions, tables) -> pd.DataFrame:
@@ -512,13 +512,13 @@ def summary_tables(summary) -> dict:
 
 def risk_figures(table) -> dict:
     """``R_λ`` against λ, mean over seeds, one figure per data set and noise (:func:`pll.plots.risk_figure`)."""
-    columns = {c: _RISK.match(c) for c in table.columns}
-    columns = {c: m for c, m in columns.items() if m}
+    columns = {c: parse_per_lambda(c) for c in table.columns}
+    columns = {c: parsed for c, parsed in columns.items() if parsed and parsed[0] in ("risk", "cal_risk")}
     if table.empty or not columns:
         return {}
     long = table.melt(id_vars=["dataset", "noise", "variant", "reject", "seed"], value_vars=list(columns))
-    long["lambda"] = [float(columns[c]["lam"]) for c in long["variable"]]
-    long["kind"] = ["cal_risk" if columns[c]["cal"] else "risk" for c in long["variable"]]
+    long["lambda"] = [columns[c][1] for c in long["variable"]]
+    long["kind"] = [columns[c][0] for c in long["variable"]]
     means = long.pivot_table(index=["dataset", "noise", "variant", "reject", "lambda"], columns="kind",
                              values="value", aggfunc="mean").reset_index()
     figures = {}

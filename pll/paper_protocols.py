@@ -38,6 +38,7 @@ from scipy import stats
 from .catalog import RISK_AGGREGATIONS, TTESTS
 from .errors import InvalidParameterError
 from .evaluation import paired_p_values
+from .metric_names import risk_name
 
 @dataclass(frozen=True)
 class Preset:
@@ -196,7 +197,7 @@ def aggregate_risk(runs: pd.DataFrame, lam: float, how: str) -> tuple[float, flo
     """
     check_choice("risk aggregation", how, RISK_AGGREGATIONS)
     if how == "eq1":
-        values = runs[f"risk_{lam:.2f}"].dropna()
+        values = runs[risk_name(lam)].dropna()
         return float(values.mean()), float(values.std(ddof=1))
     frame = runs[["script_covered_accuracy", "script_rejection_rate"]].dropna()
     acc, frac = frame["script_covered_accuracy"], frame["script_rejection_rate"]

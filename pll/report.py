@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .metric_names import is_calibrated
 from .tables import markdown_table
 
 GLOSSARY = """\
@@ -60,7 +61,7 @@ def run_report(summary, metrics, risks, figures, *, truth="true labels", title=N
     lines += ["| | |", "| --- | --- |"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in facts.items() if v is not None]
     lines += ["", "## Own reject rule (test rows)", ""]
-    own = metrics[[c for c in metrics.columns if not str(c).startswith("cal_")]]
+    own = metrics[[c for c in metrics.columns if not is_calibrated(c)]]
     lines += [markdown_table(own), ""]
     if not risks.empty:
         lines += ["## Risk at calibrated thresholds (chosen on the validation hold-out, applied to test rows)", ""]

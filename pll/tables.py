@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
-_CALIBRATED = re.compile(r"^cal_(?P<what>.+)_(?P<lam>\d+\.\d\d)$")
-_RISK = re.compile(r"^risk_(?P<lam>\d+\.\d\d)$")
+from .metric_names import parse_per_lambda
 
 
 def risk_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -32,13 +29,8 @@ def risk_table(table: pd.DataFrame) -> pd.DataFrame:
       method  reject  lambda  risk  cal_risk
     0      m  native     0.1   0.2      0.15
     """
-    columns = {}
-    for name in table.columns:
-        risk, cal = _RISK.match(str(name)), _CALIBRATED.match(str(name))
-        if risk:
-            columns[name] = ("risk", float(risk["lam"]))
-        elif cal:
-            columns[name] = (f"cal_{cal['what']}", float(cal["lam"]))
+    columns = {name: parse_per_lambda(name) for name in table.columns}
+    columns = {name: parsed for name, parsed in columns.items() if parsed}
     if table.empty or not columns:
         return pd.DataFrame()
     long = table.melt(id_vars=["method", "reject"], value_vars=list(columns), var_name="_column")

@@ -23,6 +23,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll.methods import make_method
+from pll.metric_names import option_metric, risk_name
 from pll.plots import precision_figure, risk_figure, tradeoff_figure
 from pll.report import run_report
 from pll.tables import risk_table
@@ -77,10 +78,10 @@ def metric_series(evaluation, name: str, lambdas, stamp: int) -> list:
         if o.name != name:
             continue
         for lam in lambdas:
-            series.append(Metric(f"{o.option}.{RISK_BY_LAMBDA}", float(o.metrics[f"risk_{lam:.2f}"]), stamp,
+            series.append(Metric(option_metric(o.option, RISK_BY_LAMBDA), float(o.metrics[risk_name(lam)]), stamp,
                                  int(round(100 * lam))))
         for percent, risk in coverage_curve(o.sweep):
-            series.append(Metric(f"{o.option}.{RISK_BY_COVERAGE}", risk, stamp, percent))
+            series.append(Metric(option_metric(o.option, RISK_BY_COVERAGE), risk, stamp, percent))
     return series
 
 

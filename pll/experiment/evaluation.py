@@ -10,6 +10,7 @@ import pandas as pd
 from ..bag_bounds import calibrate_thresholds_from_bags
 from ..conformal import set_report
 from ..errors import InvalidDataError
+from ..metric_names import option_metric
 from ..paper_protocols import SCRIPT_RULES, script_operating_point, script_score
 from ..reasons import reason_report
 from ..evaluation import (
@@ -126,7 +127,7 @@ def run_metrics(option_metrics: dict) -> dict:
                 if option == "native":
                     out[name] = value
             else:
-                out[f"{option}.{name}"] = value
+                out[option_metric(option, name)] = value
     return out
 
 
