@@ -4,7 +4,7 @@ from .dataset import PartialLabelDataset, one_hot, validate_arrays
 from .loaders import BUILTIN_NAMES, FILE_FORMATS, check_source, load_dataset
 from .mat import parse_mat_variables
 from .protocol import PROTOCOLS, apply_protocol, dst_pll_protocol
-from .split import split_indices, train_test_split
+from .split import split_indices, train_test_split, validation_indices
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -20,4 +20,5 @@ __all__ = [
     "split_indices",
     "train_test_split",
     "validate_arrays",
+    "validation_indices",
 ]

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import split_indices
-from ..errors import InvalidParameterError
+from ..data import split_indices, validation_indices
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,12 +36,5 @@ class SplitRows:
 def make_split(n_rows, seed=0, test_size=0.2, val_fraction=0.2) -> SplitRows:
     """A seeded train/test split with a validation hold-out inside the training rows."""
     train, test = split_indices(n_rows, test_size, seed)
-    if not 0.0 < val_fraction < 1.0:
-        raise InvalidParameterError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    n_val = int(round(val_fraction * train.size))
-    if n_val < 1 or n_val >= train.size:
-        raise InvalidParameterError(
-            f"val_fraction={val_fraction} leaves no validation or no fitting rows among {train.size} training rows"
-        )
-    perm = np.random.default_rng([seed, 1]).permutation(train.size)
-    return SplitRows(train, test, np.sort(perm[:n_val]), np.sort(perm[n_val:]))
+    val, fit = validation_indices(train.size, val_fraction, seed)
+    return SplitRows(train, test, val, fit)
