@@ -287,7 +287,8 @@ def noisy_data(seed=0):
     return X[:120], S[:120], np.r_[X[120:], X[120:] * 8.0]
 
 
-ALL_METHODS = [pll.DstPll(), pll.PlKnn(), pll.PlAknn(max_neighbors=20), pll.Ipal(n_neighbors=6)]
+ALL_METHODS = [pll.DstPll(random_state=0), pll.PlKnn(random_state=0), pll.PlAknn(max_neighbors=20),
+               pll.Ipal(n_neighbors=6, random_state=0)]
 
 
 @pytest.mark.parametrize("method", ALL_METHODS, ids=method_ids)
@@ -358,7 +359,7 @@ def test_margins_are_parameters_checked_at_fit_and_kept_by_clone():
     assert r.reason.tolist() == [LOW_SCORE]
 
 
-@pytest.mark.parametrize("method", [*ALL_METHODS, pll.PlClassifier(n_folds=2)], ids=method_ids)
+@pytest.mark.parametrize("method", [*ALL_METHODS, pll.PlClassifier(n_folds=2, random_state=0)], ids=method_ids)
 def test_models_pickled_before_reasons_existed_load_with_defaults(method):
     X, S, Qn = noisy_data()
     fitted = clone(method).fit(X, S)
