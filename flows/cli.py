@@ -483,10 +483,14 @@ def cmd_audit(args):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    stopping = None  # from preflight on: the first SIGTERM/SIGINT (flows.tracked.interruptible)
     try:
         with ExitStack() as stack:
             if args.command in _ORCHESTRATED:
                 preflight(args)
+                from .tracked import interruptible
+
+                stopping = stack.enter_context(interruptible(args.command))
                 _quiet_input_errors()
                 log = stack.enter_context(temporary_server())
                 if log is not None:
@@ -498,12 +502,16 @@ def main(argv=None):
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if stopping is not None:
+            stopping.leave(stopping.signum or signal.SIGINT)
         print(f"pll: interrupted (Ctrl-C): {args.command} stopped; its MLflow runs are marked KILLED", file=sys.stderr)
         return 128 + signal.SIGINT
     except TemporaryServerError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 1
     except BaseException as exc:
+        if stopping is not None and stopping.signum is not None:  # SIGTERM as Prefect raises it, or a stage it stopped
+            stopping.leave(stopping.signum)
         if type(exc).__name__ != "TerminationSignal":  # Prefect's SIGTERM, imported only with Prefect
             raise
         print(f"pll: terminated (SIGTERM): {args.command} stopped; its MLflow runs are marked KILLED", file=sys.stderr)

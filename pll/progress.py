@@ -4,8 +4,8 @@ A 1M-row run spends minutes in single loops over blocks of rows (exact
 searches, the methods' predictions) that would otherwise print nothing.  The
 caller who wants to hear of them (the pipeline's tasks) wraps its work in
 :func:`reporting`; the library's block loops go through :func:`track`, which
-hands back the blocks untouched when no one listens, so it costs one context
-variable look-up.  The listener lives in a :class:`~contextvars.ContextVar`:
+hands back the blocks untouched when no one listens (it only checks, before
+each block, whether the process is ending: :func:`stop_all_loops`).  The listener lives in a :class:`~contextvars.ContextVar`:
 it covers the code run in the same context (thread or task), not threads the
 loops start themselves, nor other processes (a Dask worker sets its own).
 Numba kernels cannot call back into Python, so progress is counted per block.
@@ -14,6 +14,7 @@ Numba kernels cannot call back into Python, so progress is counted per block.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -133,10 +134,35 @@ class _Listener:
 
 
 class Stopped(Exception):
-    """A loop stopped between two blocks because its listener asked it to (another stage of its run failed)."""
+    """A loop stopped between two blocks because its listener asked it to (another stage of its run failed),
+    or because the process is ending (:func:`stop_all_loops`)."""
 
 
 _LISTENER: ContextVar[_Listener | None] = ContextVar("pll_progress_listener", default=None)
+
+_STOP_ALL = threading.Event()
+
+
+def stop_all_loops(stop=True):
+    """Ask every loop of this process, listened to or not, in any thread, to stop at its next block (False: no longer).
+
+    For a process that is told to end (SIGTERM, Ctrl-C): a per-listener ``stop``
+    reaches only the loops run where its listener was set, not those of other
+    runs' threads (a grid's executions) or of threads without a listener.
+    """
+    (_STOP_ALL.set if stop else _STOP_ALL.clear)()
+
+
+def stopping_all():
+    """True once :func:`stop_all_loops` asked every loop to stop."""
+    return _STOP_ALL.is_set()
+
+
+def _until_stopped(row_slices, what):
+    for b in row_slices:
+        if _STOP_ALL.is_set():
+            raise Stopped(f"{what}: stopped at row {b.start:,}, as asked")
+        yield b
 
 
 @contextmanager
@@ -191,7 +217,7 @@ def track(row_slices, what):
         Names the loop in the lines, e.g. ``"exact search"``.
     """
     listener = _LISTENER.get()
-    return row_slices if listener is None else listener.follow(row_slices, what)
+    return _until_stopped(row_slices if listener is None else listener.follow(row_slices, what), what)
 
 
 def track_in_parallel(work, row_slices, what, threads=None):

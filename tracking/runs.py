@@ -41,18 +41,35 @@ def resolve_tracking_uri(uri: str | None) -> str:
     ``CommandError``, ``sqlite3.OperationalError``), as scheduled runs do on a
     fresh install.  Here the first use happens under an exclusive lock on the
     database's folder: one process creates the tables, the others find them.
+    A new store is created under another name and renamed into place once
+    complete: a process stopped during the migration (SIGTERM, Ctrl-C) leaves
+    no half-migrated file that every later run would fail to open.
     """
     uri = tracking_store.resolve_tracking_uri(uri)
     path = uri[len(SQLITE_PREFIX):] if uri.startswith(SQLITE_PREFIX) else ":memory:"
     if path != ":memory:" and uri not in _CREATED:
-        folder = os.open(Path(path).resolve().parent, os.O_RDONLY)
+        path = Path(path).resolve()
+        folder = os.open(path.parent, os.O_RDONLY)
         try:
             fcntl.flock(folder, fcntl.LOCK_EX)
-            MlflowClient(uri).search_experiments(max_results=1)
+            if path.exists():
+                MlflowClient(uri).search_experiments(max_results=1)
+            else:
+                _create_store(path)
         finally:
             os.close(folder)  # releases the lock
         _CREATED.add(uri)
     return uri
+
+
+def _create_store(path: Path):
+    """Create MLflow's tables in a new SQLite file at ``path``: in a file beside it, renamed when complete."""
+    creating = path.with_name(f".{path.name}.{os.getpid()}.creating")
+    try:
+        MlflowClient(f"{SQLITE_PREFIX}{creating}").search_experiments(max_results=1)
+        os.replace(creating, path)
+    finally:
+        creating.unlink(missing_ok=True)
 
 
 def flatten_params(config: dict, prefix="") -> dict:
