@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import json
 import os
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -85,9 +84,28 @@ def describe(value, name: str = "value"):
     raise TypeError(f"cache key: cannot describe input {name!r} of type {type(value).__qualname__}")
 
 
-@lru_cache(maxsize=1)
+CODE_VERSION_ENV = "PLL_CODE_VERSION"
+
+
 def code_version() -> str:
-    """A hash of the sources of :data:`HASHED_PACKAGES` and the key package versions."""
+    """A hash of the sources of :data:`HASHED_PACKAGES` and the key package versions, the same in every process
+    of a run.
+
+    Hashed once, when this module is first imported, and passed on in
+    ``$PLL_CODE_VERSION`` to the processes started later (the Dask workers of
+    a LocalCluster): a worker that hashed the tree itself, at its first stage,
+    keyed its entries by the tree of that moment, and where the files changed
+    between two workers' first stages (an edit, a checkout) the next run's
+    stage on the other worker missed the entry (issue 39: 1 of 4 in a loaded
+    grid re-run).  Workers started elsewhere hash their own tree.
+    """
+    version = os.environ.get(CODE_VERSION_ENV)
+    if not version:
+        version = os.environ[CODE_VERSION_ENV] = _hash_sources()
+    return version
+
+
+def _hash_sources() -> str:
     h = hashlib.sha256(json.dumps(package_versions(), sort_keys=True).encode())
     root = Path(__file__).resolve().parents[1]
     for package in HASHED_PACKAGES:
@@ -95,6 +113,9 @@ def code_version() -> str:
             h.update(str(path.relative_to(root)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:32]
+
+
+code_version()
 
 
 @dataclasses.dataclass

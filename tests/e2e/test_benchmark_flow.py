@@ -137,10 +137,9 @@ def test_grid_on_a_local_cluster_logs_parent_and_children_and_a_rerun_hits_the_c
     # The first grid computed every execution; the second found each in the cache and got the same numbers.
     computed, cached = (task_states(tag, ("run_protocol",), 4) for tag in ("grid-first", "grid-second"))
     assert computed[("run_protocol", "Completed")] == 4 and computed[("run_protocol", "Cached")] == 0, computed
-    # On a loaded machine one entry a Dask worker wrote was now and then not found by the rerun (seen in
-    # about one loaded run in three, 1 of 4; cause not yet found): it is recomputed, never more than one.
-    assert cached[("run_protocol", "Cached")] >= 3, cached
-    assert cached[("run_protocol", "Cached")] + cached[("run_protocol", "Completed")] == 4, cached
+    # Every entry a worker wrote is found, whichever worker runs the stage again (issue 39: the workers once
+    # hashed the source tree each at its own first stage, and disagreed when a file changed in between).
+    assert cached[("run_protocol", "Cached")] == 4 and cached[("run_protocol", "Completed")] == 0, cached
     pd.testing.assert_frame_equal(
         first["metrics"].drop(columns="cell").reset_index(drop=True),
         second["metrics"].drop(columns="cell").reset_index(drop=True),

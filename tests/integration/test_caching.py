@@ -4,6 +4,8 @@ import json
 import logging
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,8 @@ from pll.noise import apply_noise
 from cache.store import SignedStore
 from cache.policy import array_digest, code_version, describe, is_transient
 from tasks.noise import add_noise
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def key(value):
@@ -86,6 +90,18 @@ def test_unknown_types_are_refused_by_name():
 def test_code_version_is_stable_within_a_process():
     assert code_version() == code_version()
     assert len(code_version()) == 32
+
+
+def test_processes_started_by_a_run_key_by_its_code_version_not_by_their_own_look_at_the_tree():
+    """Dask workers hashed the tree at their first stage: after an edit in between they disagreed (issue 39)."""
+    script = "from cache.policy import code_version; print(code_version())"
+    ours = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert ours.stdout.strip() == code_version()
+    # The version a worker uses is the one it was handed, whatever its tree looks like when it is asked.
+    env = {**os.environ, "PLL_CODE_VERSION": "handed-down"}
+    handed = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                            check=True)
+    assert handed.stdout.strip() == "handed-down"
 
 
 @pytest.mark.parametrize(
