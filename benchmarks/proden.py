@@ -56,6 +56,8 @@ VARIANTS = {
     "alpha=1e-1": {"alpha": 1e-1},
     "init=pl_knn": {"init": "pl_knn"},
     "init=ipal": {"init": "ipal"},
+    "neighbor_weight=0 (PRODEN as published)": {"neighbor_weight": 0.0},
+    "neighbor_weight=0.3": {"neighbor_weight": 0.3},
 }
 CLEANING = {"cleaning alpha=0.1": 0.1, "cleaning alpha=0.05": 0.05, "cleaning alpha=0.02": 0.02}
 

@@ -65,6 +65,22 @@ def test_reweighting_beats_a_network_that_keeps_the_uniform_weights(ambiguous, f
     assert recovered > (one_epoch.disambiguate().labels == y[:1000]).mean() + 0.05
 
 
+def test_neighbor_votes_recover_what_a_weak_network_alone_does_not(ambiguous):
+    """One hidden unit cannot tell four classes apart; the neighbors' weights, mixed into its reweighting, can."""
+    X, y, S = ambiguous
+    params = {"hidden_layer_sizes": (1,), "max_epochs": 20, "n_networks": 1, "random_state": 0}
+    alone = Proden(neighbor_weight=0.0, **params).fit(X[:1000], S[:1000])
+    voted = Proden(neighbor_weight=0.5, **params).fit(X[:1000], S[:1000])
+    recovered = [(m.disambiguate().labels == y[:1000]).mean() for m in (alone, voted)]
+    assert recovered[1] > recovered[0] + 0.05
+
+
+def test_neighbor_votes_on_fewer_rows_than_ten_neighbors():
+    X, y = blobs(6)
+    clf = Proden(**FAST, random_state=0).fit(X, y)  # 5 neighbors each, not 10
+    np.testing.assert_allclose(clf.weights_[np.arange(6), y], 1.0)
+
+
 def test_standardizes_inside_so_feature_scale_does_not_matter(ambiguous):
     X, y, S = ambiguous
     # a positive factor per feature passes through the cube root, so standardizing removes it
@@ -243,6 +259,7 @@ def test_bad_data_gets_the_same_errors_as_the_other_methods():
         ({"hidden_layer_sizes": 256}, "'hidden_layer_sizes'"),
         ({"cube_root": "yes"}, "'cube_root'"),
         ({"init": "knn"}, "'init'"),
+        ({"neighbor_weight": 1.0}, "'neighbor_weight'"),
         ({"threshold": 1.5}, "'threshold'"),
         ({"random_state": -1}, "'random_state'"),
     ],
