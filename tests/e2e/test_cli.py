@@ -113,7 +113,7 @@ def test_seed_range_and_method_lists_parse():
 
 
 HEAVY_MODULES = ("prefect", "mlflow", "sklearn", "scipy", "numba", "dask", "pandas")
-COMMANDS = ("run", "benchmark", "serve", "datasets", "train", "score", "audit", "report")
+COMMANDS = ("run", "benchmark", "serve", "datasets", "train", "score", "audit", "report", "ui")
 
 
 def test_help_imports_no_orchestration_tracking_or_numerics():
@@ -292,18 +292,25 @@ def test_help_of_commands_that_start_a_server_says_how_to_wait_longer_or_use_a_r
     assert "PREFECT_API_URL" in text
 
 
-@pytest.mark.parametrize("command", ["run", "train", "audit"])
-def test_preset_fills_in_the_noise_parameters_the_command_line_leaves_out(command, tmp_path, monkeypatch):
+@pytest.mark.parametrize("command, flow", [("run", "flows.pipeline:pipeline"), ("train", "flows.train:train"),
+                                           ("audit", "flows.audit:audit")])
+def test_preset_fills_in_the_noise_parameters_the_command_line_leaves_out(command, flow, tmp_path, monkeypatch):
+    """The flow applies the preset (a deployment gets it too), in the checks the command line runs first."""
+    import importlib
+    import inspect
+
+    from flows.checks import COMMANDS as CHECKS
     from flows.cli import build_parser, preflight
 
+    module, name = flow.split(":")
+    assert "preset" in inspect.signature(getattr(importlib.import_module(module), name).fn).parameters
     monkeypatch.chdir(tmp_path)
-    args = build_parser().parse_args([command, "--noise", "uniform", "--noise-params", '{"p": 0.3}',
-                                      "--preset", "authors_code"])
-    preflight(args)
-    assert args.noise_params == {"p": 0.3, "r": 2}
-    args = build_parser().parse_args([command, "--noise", "instance_dependent", "--preset", "authors_code"])
-    preflight(args)
-    assert args.noise_params == {"classifier": "authors_sgd"}
-    args = build_parser().parse_args([command, "--noise", "auto", "--preset", "paper_text"])
-    preflight(args)
-    assert args.noise_params is None  # auto is no model a preset could fill in
+
+    def settled(*argv):
+        args = build_parser().parse_args([command, *argv])
+        preflight(args)  # refuses nothing here, and leaves the preset to the flow
+        return CHECKS[command](vars(args))["noise_params"]
+
+    assert settled("--noise", "uniform", "--noise-params", '{"p": 0.3}', "--preset", "authors_code") == {"p": 0.3, "r": 2}
+    assert settled("--noise", "instance_dependent", "--preset", "authors_code") == {"classifier": "authors_sgd"}
+    assert settled("--noise", "auto", "--preset", "paper_text") is None  # auto is no model a preset could fill in
