@@ -20,6 +20,11 @@ FOLDER_MARKS = {"unit": (), "integration": ("slow",), "e2e": ("slow",)}
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each worker has a core: thread pools of their own (OpenMP's spin-waiting above all, as in histogram
+    # boosting) would fight the other workers for it.  Set before numpy loads; the processes tests start inherit it.
+    for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_threads, "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
