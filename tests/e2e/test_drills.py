@@ -167,7 +167,7 @@ def test_a_cache_folder_on_a_full_disk_costs_one_warning(tmp_path, undisturbed):
     """The cache folder is a 16 KiB tmpfs: every entry's write fails with ENOSPC."""
     full = tmp_path / "full"
     full.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k,mode=0700", "tmpfs", str(full)], capture_output=True)
     if mounted.returncode:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
     s = Session(tmp_path, environment(tmp_path, PLL_CACHE_DIR=str(full)))
@@ -280,7 +280,7 @@ def test_a_signal_mid_stage_ends_the_run_killed_within_seconds(session, undistur
 
 def test_a_dask_worker_killed_during_the_run_changes_nothing(session, undisturbed):
     process = session.start(*RUN, "--dask-address", "local")
-    workers = lambda: [p for p in descendants(process.pid) if "multiprocessing" in " ".join(_cmdline(p))]  # noqa: E731
+    workers = lambda: [p for p in descendants(process.pid) if "multiprocessing.spawn" in " ".join(_cmdline(p))]  # noqa: E731
     wait_for(lambda: "Beginning flow run" in process.log.read_text() and len(workers()) >= 2, process,
              "the Dask workers")
     os.kill(workers()[0].pid, signal.SIGKILL)
@@ -360,7 +360,7 @@ def test_a_grid_killed_half_way_resumes_every_cell_once(session, undisturbed):
 def test_a_dask_worker_killed_during_a_grid_changes_nothing(session, undisturbed):
     (session.folder / "grid.yaml").write_text(json.dumps(GRID))
     process = session.start("benchmark", "grid.yaml", "--dask-address", "local")
-    workers = lambda: [p for p in descendants(process.pid) if "multiprocessing" in " ".join(_cmdline(p))]  # noqa: E731
+    workers = lambda: [p for p in descendants(process.pid) if "multiprocessing.spawn" in " ".join(_cmdline(p))]  # noqa: E731
     wait_for(lambda: process.log.read_text().count("Beginning") >= 2 and len(workers()) >= 2, process,
              "the grid's first execution")
     os.kill(workers()[0].pid, signal.SIGKILL)
