@@ -25,7 +25,7 @@ def readme_blocks():
 def test_every_grid_the_section_names_is_valid_and_runs_the_papers_methods():
     for argv in (a for block in readme_blocks() for a in block if a[0] == "benchmark"):
         grid = load_grid(ROOT / argv[1])
-        assert {c.method for c in grid.cells} <= {"pl_knn", "dst_pll", "ipal", "pl_aknn"}
+        assert {c.method for c in grid.cells} <= {"pl_knn", "dst_pll", "ipal", "pl_aknn", "proden"}
         assert len({c.seed for c in grid.cells}) == 5
 
 
