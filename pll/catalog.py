@@ -5,7 +5,7 @@ The command line lists and checks these names before anything heavy is
 imported (its ``--help`` must answer at once); the registries that map a
 name to code (:data:`pll.methods.METHODS`, :data:`pll.features.FEATURE_PIPELINES`,
 :data:`pll.noise.NOISE_MODELS`, :data:`pll.data.PROTOCOLS`) hold the same
-names, which ``tests/test_cli.py`` checks.  The kNN backends are listed in
+names, which ``tests/e2e/test_cli.py`` checks.  The kNN backends are listed in
 :mod:`pll.neighbors.registry`, as light as this module.  The defaults below
 are the only copy: the command line, the flows and the grid read them.
 """

@@ -252,7 +252,7 @@ class PlAknnPreprocessor(TransformerMixin, BaseEstimator):
         ),
         "check_transformer_data_not_an_array": "fit_transform and transform differ on the same rows by design",
     }
-    """scikit-learn checks this estimator fails, and why (``tests/test_estimator_checks.py`` runs them)."""
+    """scikit-learn checks this estimator fails, and why (``tests/unit/test_estimator_checks.py`` runs them)."""
     _parameter_constraints = {
         "variant": [StrOptions(VARIANTS.keys())],  # keys, not a set: the message lists them in order
         "alpha": [Interval(Real, 0.0, 1.0, closed="both"), None],

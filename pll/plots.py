@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 # Okabe–Ito colours: distinguishable with common colour-vision deficiencies.
-# One per method of pll.catalog.METHODS (tests/test_plots.py checks), each hue its own.
+# One per method of pll.catalog.METHODS (tests/unit/test_plots.py checks), each hue its own.
 METHOD_COLOURS = {
     "dst_pll": "#0072B2",
     "pl_aknn": "#D55E00",

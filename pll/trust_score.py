@@ -143,7 +143,7 @@ class TrustScore(BaseEstimator):
             "it calls score(X, y=...) by keyword, and score's second argument is predicted"
         ),
     }
-    """scikit-learn checks this estimator fails, and why (``tests/test_estimator_checks.py`` runs them)."""
+    """scikit-learn checks this estimator fails, and why (``tests/unit/test_estimator_checks.py`` runs them)."""
     _parameter_constraints = {
         "k": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0.0, 1.0, closed="left")],

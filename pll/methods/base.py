@@ -208,7 +208,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         ),
         "check_classifiers_classes": "decision_function is the reject score, which the check reads as class scores",
     }
-    """scikit-learn checks this estimator fails, and why (``tests/test_estimator_checks.py`` runs them)."""
+    """scikit-learn checks this estimator fails, and why (``tests/unit/test_estimator_checks.py`` runs them)."""
     _parameter_constraints = {
         "knn": [str],
         "knn_options": [dict, None],

@@ -159,7 +159,7 @@ class BagWeightClassifier(ClassifierMixin, BaseEstimator):
             "decision_function is the top probability (the reject score), not a score of class 1"
         ),
     }
-    """scikit-learn checks these estimators fail, and why (``tests/test_estimator_checks.py`` runs them)."""
+    """scikit-learn checks these estimators fail, and why (``tests/unit/test_estimator_checks.py`` runs them)."""
 
     def __setstate__(self, state):
         """A model pickled before a parameter existed gets its default."""

@@ -440,4 +440,4 @@ def test_not_fitted(call):
         call(PlClassifier(), np.zeros((2, 3)))
 
 
-# scikit-learn's estimator checks: tests/test_estimator_checks.py runs them on PlClassifier too.
+# scikit-learn's estimator checks: tests/unit/test_estimator_checks.py runs them on PlClassifier too.
