@@ -166,7 +166,8 @@ def test_no_listener_no_work():
     found, listening = collect()
     with listening:
         pass
-    assert track(row_slices, "after the block") is row_slices
+    assert list(track(row_slices, "after the block")) == row_slices
+    assert found == []  # the block's listener left with the block
 
 
 def test_pll_run_shows_progress_on_the_console(tmp_path):
