@@ -53,21 +53,21 @@ def submit_protocol(protocol: Protocol, raw) -> RunResult:
     run while another pipeline is still fitting its features: at scale one
     heavy stage alone leaves a core idle for part of its time.  A stage takes
     plain values, not futures, whose state Prefect would read from its API
-    once for every task that takes them; each value is dropped once every
-    stage that reads it has finished (at 1M rows a feature split is half a
-    GiB).  At the first stage that fails, the others are asked to stop at
-    their next block of rows (:func:`tasks.progress.stop_stages`) and its
-    own error is raised, not minutes later.
+    once for every task that takes them; the protocol's
+    :class:`~pll.experiment.stages.StageValues` drops each once every stage
+    that reads it has finished.  At the first stage that fails, the others
+    are asked to stop at their next block of rows
+    (:func:`tasks.progress.stop_stages`) and its own error is raised, not
+    minutes later.
     """
     stage_task = bounded(run_stage, raw.n_rows)
     keys = lineage_keys(protocol, {"raw": raw})
-    values, readers, waiting, running = {"raw": raw}, protocol.readers(), list(protocol.stages), {}
+    values, waiting, running = protocol.values(raw), list(protocol.stages), {}
 
     def submit_ready():
-        for stage in [s for s in waiting if all(name in values for name in s.reads)]:
+        for stage in [s for s in waiting if values.ready(s)]:
             waiting.remove(stage)
-            inputs = tuple(values[name] for name in stage.reads)
-            running[stage_task.submit(stage, keys[stage.writes], inputs)] = stage
+            running[stage_task.submit(stage, keys[stage.writes], values.inputs(stage))] = stage
 
     # Parallel work comes from the stages, side by side on the flow's threads, as on Dask's workers, which
     # start with one BLAS thread each: a BLAS thread pool of its own per product only spins between the cell
@@ -79,14 +79,9 @@ def submit_protocol(protocol: Protocol, raw) -> RunResult:
             future.wait()  # its final state, not the API's record of it, which may lag behind
             if not future.state.is_completed():
                 stop_stages(FlowRunContext.get().flow_run.id)
-            stage = running.pop(future)
-            values[stage.writes] = future.result()
-            for name in stage.reads:
-                readers[name] -= 1
-                if not readers[name]:
-                    del values[name]
+            values.record(running.pop(future), future.result())
             submit_ready()
-    return values[protocol.stages[-1].writes]
+    return values.result
 
 
 def _flow_run_name() -> str:

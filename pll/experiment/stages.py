@@ -69,6 +69,42 @@ class Protocol:
         """How many stages read each value: a runner drops a value once they have all run."""
         return Counter(name for stage in self.stages for name in stage.reads)
 
+    def values(self, raw) -> StageValues:
+        """The values a runner of this protocol holds, starting from the loaded data set ``raw``."""
+        return StageValues(self, raw)
+
+
+class StageValues:
+    """The stage values a runner holds, each dropped once every stage that reads it has run.
+
+    Both runners (:func:`run_stages` and the pipeline flow's scheduler) keep
+    their values here: at scale a feature split is hundreds of MB.
+    """
+
+    def __init__(self, protocol: Protocol, raw):
+        self._values, self._readers = {"raw": raw}, protocol.readers()
+        self.result_name = protocol.stages[-1].writes
+
+    def ready(self, stage: Stage) -> bool:
+        return all(name in self._values for name in stage.reads)
+
+    def inputs(self, stage: Stage) -> tuple:
+        """What ``stage`` reads, in the order of its :attr:`~Stage.reads`."""
+        return tuple(self._values[name] for name in stage.reads)
+
+    def record(self, stage: Stage, value) -> None:
+        """Keep ``stage``'s value; let go of the values it read that no stage still to run reads."""
+        self._values[stage.writes] = value
+        for name in stage.reads:
+            self._readers[name] -= 1
+            if not self._readers[name]:
+                del self._values[name]
+
+    @property
+    def result(self):
+        """The last stage's value."""
+        return self._values[self.result_name]
+
 
 def declare_protocol(plan, *, seed: int = 0, noise: str = catalog.DEFAULT_NOISE, noise_params: dict | None = None,
                      val_fraction: float = 0.2, knn: str = DEFAULT_BACKEND, knn_options: dict | None = None,
@@ -117,19 +153,11 @@ def declare_protocol(plan, *, seed: int = 0, noise: str = catalog.DEFAULT_NOISE,
 
 
 def run_stages(protocol: Protocol, raw):
-    """Run every stage of ``protocol`` in order on the loaded data set ``raw``; the last stage's value.
-
-    Each value is dropped once the stages that read it have run, as the
-    pipeline flow does: at scale a feature split is hundreds of MB.
-    """
-    values, readers = {"raw": raw}, protocol.readers()
+    """Run every stage of ``protocol`` in order on the loaded data set ``raw``; the last stage's value."""
+    values = protocol.values(raw)
     for stage in protocol.stages:
-        values[stage.writes] = stage.run(*(values[name] for name in stage.reads))
-        for name in stage.reads:
-            readers[name] -= 1
-            if not readers[name]:
-                del values[name]
-    return values[protocol.stages[-1].writes]
+        values.record(stage, stage.run(*values.inputs(stage)))
+    return values.result
 
 
 def _noise(raw, *, model, params, seed):
