@@ -36,11 +36,12 @@ import logging
 import os
 import secrets
 import stat
-import tempfile
 import uuid
 from pathlib import Path
 
 from prefect.filesystems import LocalFileSystem
+
+from pll.atomic_files import PRIVATE, write_atomically
 
 MAGIC = b"pll-cache-1\n"
 KEY_BYTES = 32
@@ -77,21 +78,23 @@ def secret_key() -> bytes:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     check_private(path.parent, GROUP_OTHERS_WRITE, "cache key directory", f"run `chmod go-w {path.parent}`")
     if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".cache.key.")  # mode 0600
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(secrets.token_bytes(KEY_BYTES))
-            os.link(tmp, path)  # atomic, and never over a key another process made meanwhile
+        try:  # never over a key another process made meanwhile
+            write_atomically({path: lambda tmp: tmp.write_bytes(secrets.token_bytes(KEY_BYTES))},
+                             mode=PRIVATE, replace=False)
         except FileExistsError:
             pass
-        finally:
-            os.unlink(tmp)
     fix = f"delete {path} (a new key is made; existing entries are then recomputed)"
     check_private(path, GROUP_OTHERS_ANY, "cache key", fix)
     key = path.read_bytes()
     if len(key) != KEY_BYTES:
         raise Refused(f"cache key {path} is not {KEY_BYTES} bytes; {fix}")
     return key
+
+
+def _write_parts(path, *parts) -> None:
+    with open(path, "wb") as f:
+        for part in parts:  # not joined: an entry may be hundreds of MB
+            f.write(part)
 
 
 def warn_once(message: str) -> None:
@@ -169,22 +172,12 @@ class SignedStore(LocalFileSystem):
         key = self._trusted(base)
         if key is None:
             return str(file)
-        tmp = None
         try:
             file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".entry.")  # mode 0600
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + self._tag(key, base, file, content))
-                f.write(content)
-            os.replace(tmp, file)
+            write_atomically({file: lambda tmp: _write_parts(tmp, MAGIC + self._tag(key, base, file, content), content)},
+                             mode=PRIVATE)
         except OSError as exc:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
             warn_once(f"stage cache: entries not written to {base} ({exc.strerror}); stages run on uncached")
-        except BaseException:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
-            raise
         return str(file)
 
     async def aread_path(self, path: str) -> bytes:

@@ -15,7 +15,7 @@ from flows.links import flow_run_tags, name_flow_run, tag_flow_run
 from pll import catalog
 from pll.experiment import dataset_label
 from pll.neighbors import DEFAULT_BACKEND
-from pll.scoring import write_atomically
+from pll.atomic_files import write_atomically
 from tasks.audit import audit as audit_task
 from tracking.audit import log_audit
 from tasks.ingest import ingest

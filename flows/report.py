@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pll.paper_protocols import get_preset
 from pll.reproduction import ReportOptions, results_page
-from pll.scoring import write_atomically
+from pll.atomic_files import write_atomically
 from tracking.grid import grid_results
 from tracking.runs import resolve_tracking_uri
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pandas as pd
 from .data import tabular
 from .data.tabular import CANDIDATES
 from ._random import seed_to_int
+from .atomic_files import write_atomically
 from .catalog import DEFAULT_CONFORMAL_ALPHA
 from .errors import DataFileError, InvalidDataError, InvalidParameterError
 from .evaluation import DEFAULT_LAMBDAS, _check_lambdas
@@ -554,31 +554,6 @@ def score_file(model, input_path, output_path):
 
 def _parquet(frame):
     return lambda path: frame.to_parquet(path, index=False)
-
-
-def write_atomically(writers: dict):
-    """Run each ``{path: write(tmp_path)}`` on a temporary file in the target's (existing) folder, then rename.
-
-    All temporary files are complete before the first ``os.replace``; on any
-    error they are removed and no target is touched.  The temporary files are
-    created with mode ``0o666`` less the umask, as ``open`` makes files, so
-    that the renamed outputs have the usual permissions (``mkstemp`` would
-    leave them private, 0600).
-    """
-    staged = {}
-    try:
-        for path, write in writers.items():
-            path = Path(path)
-            tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            staged[path] = tmp
-            write(tmp)
-        for path, tmp in staged.items():
-            os.replace(tmp, path)
-    finally:
-        for tmp in staged.values():
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
 
 def file_fingerprint(path) -> str:

@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from pll.atomic_files import write_atomically
 from pll.provenance import git_commit, package_versions
 from pll.tables import markdown_table
 from tracking import store as tracking_store
@@ -64,12 +65,7 @@ def resolve_tracking_uri(uri: str | None) -> str:
 
 def _create_store(path: Path):
     """Create MLflow's tables in a new SQLite file at ``path``: in a file beside it, renamed when complete."""
-    creating = path.with_name(f".{path.name}.{os.getpid()}.creating")
-    try:
-        MlflowClient(f"{SQLITE_PREFIX}{creating}").search_experiments(max_results=1)
-        os.replace(creating, path)
-    finally:
-        creating.unlink(missing_ok=True)
+    write_atomically({path: lambda creating: MlflowClient(f"{SQLITE_PREFIX}{creating}").search_experiments(max_results=1)})
 
 
 def flatten_params(config: dict, prefix="") -> dict:

@@ -160,7 +160,7 @@ def test_concurrent_first_runs_on_a_new_store_and_cache_all_finish(session, undi
     [expected] = undisturbed["run"].values()
     for r in by_name[("0", "pl_knn")]:
         assert {k: v for k, v in r.data.metrics.items() if not any(t in k for t in TIMING)} == expected
-    assert not list(session.folder.glob(".*.creating"))
+    assert not list(session.folder.glob(".*.tmp"))  # no half-built store beside the store
 
 
 def test_a_cache_folder_on_a_full_disk_costs_one_warning(tmp_path, undisturbed):
@@ -182,7 +182,7 @@ def test_a_cache_folder_on_a_full_disk_costs_one_warning(tmp_path, undisturbed):
     assert " ERROR " not in output, output
     warnings = [line for line in output.splitlines() if "stage cache: entries not written" in line]
     assert len(warnings) == 1 and "No space left on device" in warnings[0], output
-    assert [f for f in files if f.name.startswith(".entry.")] == []  # no partial entry left behind
+    assert [f for f in files if f.name.endswith(".tmp")] == []  # no partial entry left behind
     assert method_metrics(s.env["MLFLOW_TRACKING_URI"]) == undisturbed["run"]
 
 

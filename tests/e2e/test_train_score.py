@@ -47,7 +47,6 @@ from pll.scoring import (
     review_queue,
     score_file,
     scored_table,
-    write_atomically,
 )
 from tracking.models import artifact_location, input_example, load_model, log_model
 from tracking.runs import end_run, start_run
@@ -178,21 +177,6 @@ def test_review_queue_is_exactly_the_rejected_rows_least_certain_first(rows):
     queue = review_queue(scored)
     expected = sorted((s, i) for i, (s, a) in enumerate(rows) if not a)  # brute force: sort (score, row)
     assert list(zip(queue["score"], queue["row"])) == expected
-
-
-def test_atomic_write_leaves_nothing_when_a_writer_fails(tmp_path):
-    frame = pd.DataFrame({"a": [1, 2]})
-
-    def broken(path):
-        Path(path).write_text("half")
-        raise OSError("disk full")
-
-    with pytest.raises(OSError):
-        write_atomically({tmp_path / "a.parquet": lambda p: frame.to_parquet(p), tmp_path / "b.parquet": broken})
-    assert list(tmp_path.iterdir()) == []
-    write_atomically({tmp_path / "a.parquet": lambda p: frame.to_parquet(p)})
-    assert [p.name for p in tmp_path.iterdir()] == ["a.parquet"]
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a.parquet"), frame)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
