@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
 from .metric_names import is_calibrated
 from .tables import markdown_table
 
@@ -43,6 +41,7 @@ def run_report(summary, metrics, risks, figures, *, truth="true labels", title=N
 
     Examples
     --------
+    >>> import pandas as pd
     >>> text = run_report({"name": "toy", "rows": 4, "classes": 2}, pd.DataFrame({"method": ["m"]}),
     ...                   pd.DataFrame(), {"Trade-off": "figures/tradeoff.png"})
     >>> "![Trade-off](figures/tradeoff.png)" in text

@@ -24,7 +24,7 @@ from pll.atomic_files import write_atomically
 from pll.provenance import git_commit, package_versions
 from pll.tables import markdown_table
 from tracking import store as tracking_store
-from tracking.store import DEFAULT_TRACKING_URI, SQLITE_PREFIX, artifact_location  # noqa: F401
+from tracking.store import SQLITE_PREFIX, artifact_location
 
 BATCH_ENTRIES = 1000  # MLflow's limits of one log_batch call
 BATCH_PARAMS_OR_TAGS = 100

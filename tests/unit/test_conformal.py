@@ -26,7 +26,7 @@ from pll.conformal import (
     weighted_quantile,
 )
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError, PllError
-from pll.noise import remove_true_label, uniform
+from pll.noise import uniform
 from tests.oracles import loop_pl_aknn, nearest
 
 # --- the finite-sample quantile ----------------------------------------------------------------
