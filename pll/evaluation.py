@@ -25,7 +25,7 @@ from scipy import stats
 from .errors import InvalidDataError, InvalidParameterError
 from .metric_names import calibrated_name, risk_name, smaller_is_better
 from .methods.base import in_candidates, predict_with_reject
-from .validation import check_bags
+from .validation import check_bags, check_fraction
 
 DEFAULT_LAMBDAS = (0.0, 0.05, 0.10, 0.15, 0.20)
 DEFAULT_PERCENTILES = tuple(range(0, 101))
@@ -522,8 +522,7 @@ def compare_methods(results, *, by=("dataset",), pair=("seed",), value="value", 
     missing = [c for c in needed if c not in results.columns]
     if missing:
         raise InvalidDataError(f"results lack column(s) {', '.join(missing)}")
-    if not 0.0 < alpha < 1.0:
-        raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}")
+    check_fraction(alpha, "alpha")
     values = pd.to_numeric(results[value], errors="coerce")
     bad = np.flatnonzero(~np.isfinite(values.to_numpy(dtype=np.float64)))
     if bad.size:

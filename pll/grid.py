@@ -85,7 +85,7 @@ from .metric_names import parse_per_lambda, risk_name
 from .neighbors.registry import BACKENDS, DEFAULT_BACKEND, check_backend
 from .noise import check_noise
 from .paper_protocols import PRESETS, preset_noise_params
-from .validation import is_positive_int
+from .validation import check_fraction, is_positive_int
 
 DEFAULT_MAX_CONCURRENCY = 2
 KEYS = (
@@ -286,8 +286,10 @@ def parse_grid(spec, source="<grid>", preset=None) -> Grid:
     if not is_positive_int(max_concurrency):
         raise bad("max_concurrency", f"must be a positive integer, got {max_concurrency!r}")
     val_fraction = spec.get("val_fraction", 0.2)
-    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
-        raise bad("val_fraction", f"must be a number in (0, 1), got {val_fraction!r}")
+    try:
+        check_fraction(val_fraction, "val_fraction")
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{source}: {exc}") from None
 
     datasets = [_string(d, f"datasets[{i}]", bad) for i, d in enumerate(_values(spec["datasets"], "datasets", bad))]
     protocol = spec.get("protocol", catalog.DEFAULT_PROTOCOL)

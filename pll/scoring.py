@@ -33,6 +33,7 @@ from .methods import make_method, without_support_test
 from .methods.base import set_labels
 from .neighbors import use_backend
 from .reasons import REJECTIONS
+from .validation import check_fraction
 
 TABLE_FORMATS = (".csv", ".parquet")
 ROW = "row"
@@ -379,8 +380,7 @@ def check_reject_options(threshold=None, reject_lambda=None, conformal_alpha=Non
         raise InvalidParameterError("give a threshold or a reject_lambda to choose one, not both")
     if reject_lambda is not None:
         _check_lambdas((reject_lambda,))
-    if conformal_alpha is not None and not (isinstance(conformal_alpha, float | int) and 0 < conformal_alpha < 1):
-        raise InvalidParameterError(f"conformal_alpha must be a number in (0, 1) or None, got {conformal_alpha!r}")
+    check_fraction(conformal_alpha, "conformal_alpha", allow_none=True)
 
 
 def check_no_clash(input_columns, output_columns, source):

@@ -259,6 +259,18 @@ def check_positive_int(value, name) -> int:
     return int(value)
 
 
+def check_fraction(value, name, *, allow_none=False):
+    """``value`` as a ``float`` strictly between 0 and 1 (a share of rows, a miscoverage level), else one line naming ``name``.
+
+    ``allow_none``: None passes (an option that may be off).
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not 0 < value < 1:
+        raise InvalidParameterError(f"{name} must be a number in (0, 1){' or None' * allow_none}, got {value!r}")
+    return float(value)
+
+
 def check_fitted(estimator, attribute, message=None):
     """Raise :class:`~pll.errors.NotFittedError` unless ``fit`` has set ``attribute`` on ``estimator``.
 

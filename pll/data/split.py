@@ -5,12 +5,12 @@ from sklearn.model_selection import train_test_split as _sk_split
 
 from .._random import seed_to_int
 from ..errors import InvalidParameterError
+from ..validation import check_fraction
 
 
 def split_indices(n_rows, test_size=0.2, random_state=0):
     """Row indices of a seeded random train/test split (80/20 by default)."""
-    if not 0.0 < test_size < 1.0:
-        raise InvalidParameterError(f"test_size must be in (0, 1), got {test_size}")
+    check_fraction(test_size, "test_size")
     if n_rows < 2:
         raise InvalidParameterError(f"cannot split {n_rows} row(s) into train and test")
     train, test = _sk_split(np.arange(n_rows), test_size=test_size, random_state=random_state)
@@ -29,8 +29,7 @@ def validation_indices(n_train, val_fraction=0.2, random_state=0):
     ``round(val_fraction · n_train)`` rows, drawn from a stream keyed by
     (seed, 1), so that the hold-out does not reuse the train/test split's draw.
     """
-    if not 0.0 < val_fraction < 1.0:
-        raise InvalidParameterError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    check_fraction(val_fraction, "val_fraction")
     n_val = int(round(val_fraction * n_train))
     if n_val < 1 or n_val >= n_train:
         raise InvalidParameterError(

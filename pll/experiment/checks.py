@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import catalog
 from ..errors import InvalidParameterError
+from ..validation import check_fraction
 from ..neighbors.registry import DEFAULT_BACKEND, check_backend
 
 
@@ -87,9 +88,5 @@ def check_protocol(
     for method, name in {**(method_features or {}), "": features}.items():
         check_feature_pipeline(name, f"features of {method!r}" if method else "features")
     check_backend(knn, knn_options)
-    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
-        raise InvalidParameterError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
-    if conformal_alpha is not None and (
-        isinstance(conformal_alpha, bool) or not isinstance(conformal_alpha, (int, float)) or not 0 < conformal_alpha < 1
-    ):
-        raise InvalidParameterError(f"conformal_alpha must be a number in (0, 1) or None, got {conformal_alpha!r}")
+    check_fraction(val_fraction, "val_fraction")
+    check_fraction(conformal_alpha, "conformal_alpha", allow_none=True)

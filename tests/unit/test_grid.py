@@ -170,7 +170,7 @@ def test_expansion_matches_a_brute_force_product(seeds, ks, ps, datasets):
         (minimal(protocol="paper"), r"protocol: unknown value 'paper'; choose from none, dst-pll"),
         (minimal(noisy_bags="yes"), r"noisy_bags: must be true or false, got 'yes'"),
         (minimal(max_concurrency=0), r"max_concurrency: must be a positive integer, got 0"),
-        (minimal(val_fraction=1.5), r"val_fraction: must be a number in \(0, 1\), got 1.5"),
+        (minimal(val_fraction=1.5), r"val_fraction must be a number in \(0, 1\), got 1.5"),
         (minimal(seeds=[0, 0]), r"cells: 'iris / auto / pl_knn / seed 0' appears twice"),
         (minimal(method_features={"dst_pll": "minmax"}), r"method_features.dst_pll: names a method the grid does not"),
         (minimal(method_features={"pl_knn": "sift"}), r"method_features.pl_knn: unknown feature pipeline 'sift'"),
