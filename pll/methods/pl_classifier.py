@@ -371,8 +371,7 @@ class PlClassifier(BagWeightClassifier):
         is always a fresh clone.
     random_state : int or None, default=None
         Seed of the folds, of named estimators and of tie-breaking (draws keyed
-        by (seed, row position)).  None means seed 0 (reproducible), not fresh
-        randomness.
+        by (seed, row position)); None draws fresh randomness, as in scikit-learn.
 
     Attributes
     ----------

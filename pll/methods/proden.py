@@ -5,10 +5,10 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 
+from .._random import seed_to_int
 from ..neighbors import kneighbors
 from ..progress import blocks, track
 from ..validation import check_params, check_X, encode_bags
@@ -124,8 +124,7 @@ class Proden(BagWeightClassifier):
     random_state : int or None, default=None
         Seed of the networks' initial weights, of the order of the copies and
         of the kNN start; None draws fresh randomness, as in scikit-learn.
-        Ties among top probabilities are drawn keyed by (seed, row position),
-        seed 0 for None.
+        Ties among top probabilities are drawn keyed by (seed, row position).
 
     Attributes
     ----------
@@ -268,7 +267,7 @@ class Proden(BagWeightClassifier):
         spread = rooted.std(axis=0)
         self.scale_ = np.where(spread > 0, spread, 1.0)
         Z = self._standardized(X)
-        seed = (check_random_state(None).randint(2**31) if self.random_state is None else self.random_state)
+        seed = seed_to_int(self.random_state)
 
         rows, cols = np.nonzero(bags)  # the expansion, grouped by row
         self._inner_classes = np.unique(cols)
