@@ -236,7 +236,8 @@ def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs):
     """One log line per stage: what it read, searched and predicted (a cached stage runs no code to log it).
 
     ``knn``: the searches' metrics (:func:`pll.experiment.neighbor_metrics`), whose recall and seconds it reports;
-    ``outputs``: the method outputs, whose conformal calibrations it reports (:func:`_conformal_lines`).
+    ``outputs``: the method outputs, whose trust searches by cells and conformal calibrations it reports
+    (:func:`_conformal_lines`).
     """
     logger.info(f"data: {summary['name']}, {summary['rows']} rows, {summary['features']} features, "
                 f"{summary['classes']} classes, average bag {summary['average_bag_size']:.2f} labels")
@@ -254,6 +255,11 @@ def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs):
         m = o.metrics
         logger.info(f"method {o.name} [{o.option}]: accuracy {m['accuracy']:.3f}, rejects {m['rejection_rate']:.1%}, "
                     f"covered accuracy {m['covered_accuracy']:.3f} ({evaluation.truth})")
+    for o in outputs:
+        if o.option == "trust":
+            for rows in ("test", "val"):
+                if f"trust_search.{rows}.decision" in o.fit:
+                    logger.info(f"trust search {o.name}, {rows} rows: {o.fit[f'trust_search.{rows}.decision']}")
     calibrations = {o.name: o.fit for o in outputs if o.option == "conformal"}
     for o in evaluation.options:
         if o.option == "conformal":

@@ -284,13 +284,13 @@ class TrustScore(BaseEstimator):
         """Each training row's class-set index, -1 for rows the filter left out."""
         return np.where(self.kept_, self.labels_, -1)
 
-    def _own_and_other(self, X_query, codes, exclude=None, known_own=None):
+    def _own_and_other(self, X_query, codes, exclude=None, known_own=None, report=None):
         """Distances of each query (None: the training rows, each left out by index) to the set of its
         predicted class ``codes`` and to the nearest other set, with that set's class position
-        (``known_own``: own distances already found, NaN elsewhere)."""
+        (``known_own``: own distances already found, NaN elsewhere; ``report``: as in :meth:`score`)."""
         options = dict(self.knn_options or {})
         return nearest_own_and_other(self.X_, self._groups(), self.classes_.size, codes, X_query, self.knn,
-                                     exclude=exclude, known_own=known_own, **options)
+                                     exclude=exclude, known_own=known_own, report=report, **options)
 
     def _ratio(self, own, other, closest, return_closest):
         """``ξ`` from the two distances; a prediction whose set is empty scores 0."""
@@ -299,7 +299,7 @@ class TrustScore(BaseEstimator):
         score[np.isinf(own)] = 0.0
         return (score, self.classes_[closest]) if return_closest else score
 
-    def score(self, X, predicted, return_closest=False, neighbors=None):
+    def score(self, X, predicted, return_closest=False, neighbors=None, report=None):
         """Trust score of each prediction.
 
         Parameters
@@ -317,6 +317,12 @@ class TrustScore(BaseEstimator):
             :meth:`_ratio_from_neighbors`).  The result is the same as without
             them when the lists are exact; approximate lists give scores as
             good as their recall.
+        report : dict, optional
+            Filled with how the search ended where ``auto`` searched by cells
+            (:func:`~pll.neighbors.grouped.nearest_own_and_other`): the
+            ``agreement`` of trust decisions with exact search on a sample,
+            the cells probed (``n_probe``) and the ``decision``; left empty
+            by an exact search, or when the neighbor lists settled every row.
 
         Returns
         -------
@@ -330,10 +336,10 @@ class TrustScore(BaseEstimator):
         if codes.size != X.shape[0]:
             raise InvalidDataError(f"{codes.size} predicted labels for {X.shape[0]} rows")
         if neighbors is not None:
-            return self._ratio_from_neighbors(X, codes, neighbors, return_closest)
-        return self._ratio(*self._own_and_other(X, codes), return_closest)
+            return self._ratio_from_neighbors(X, codes, neighbors, return_closest, report)
+        return self._ratio(*self._own_and_other(X, codes, report=report), return_closest)
 
-    def score_training(self, predicted=None, return_closest=False, neighbors=None):
+    def score_training(self, predicted=None, return_closest=False, neighbors=None, report=None):
         """Trust scores of the training rows, each excluded from its own class set.
 
         Parameters
@@ -343,6 +349,8 @@ class TrustScore(BaseEstimator):
         return_closest : bool, default=False
         neighbors : NeighborResult, optional
             The training rows' own neighbors (each row excluded), as in :meth:`score`.
+        report : dict, optional
+            As in :meth:`score`.
 
         Returns
         -------
@@ -355,10 +363,10 @@ class TrustScore(BaseEstimator):
         if codes.size != self.X_.shape[0]:
             raise InvalidDataError(f"{codes.size} predicted labels for {self.X_.shape[0]} training rows")
         if neighbors is not None:
-            return self._ratio_from_neighbors(None, codes, neighbors, return_closest)
-        return self._ratio(*self._own_and_other(None, codes), return_closest)
+            return self._ratio_from_neighbors(None, codes, neighbors, return_closest, report)
+        return self._ratio(*self._own_and_other(None, codes, report=report), return_closest)
 
-    def _ratio_from_neighbors(self, X_query, codes, neighbors, return_closest):
+    def _ratio_from_neighbors(self, X_query, codes, neighbors, return_closest, report=None):
         """:meth:`_ratio` of each query (None: the training rows) from its neighbor list where it settles it.
 
         A list holds a query's ``k`` nearest training rows, nearest first, so
@@ -392,7 +400,7 @@ class TrustScore(BaseEstimator):
             queries = self.X_[rest] if X_query is None else X_query[rest]
             known = np.where(own_hit.any(axis=1), own, np.nan)[rest]
             found = self._own_and_other(queries, codes[rest], exclude=rest if X_query is None else None,
-                                        known_own=known)
+                                        known_own=known, report=report)
             found = self._ratio(*found, return_closest)
             if return_closest:
                 score[rest], closest[rest] = found[0], np.searchsorted(self.classes_, found[1])

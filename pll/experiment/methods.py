@@ -20,7 +20,8 @@ class MethodOutput:
     the native option's (None for ``conformal``, which disambiguates nothing).
     ``fit``: how the method's fit ended, for the run's log (the method's
     ``fit_summary()``, e.g. :class:`~pll.PlClassifier`'s rounds; empty for
-    methods without one and for the trust option; the conformal option's
+    methods without one; the trust option's cell searches,
+    :func:`~pll.experiment.trust_option`; the conformal option's
     calibration, :func:`~pll.experiment.conformal_option`).  ``method``: the
     method's registry name (``pl_knn``, ...), for rules that differ by method.
     """

@@ -32,7 +32,10 @@ def trust_option(
     training rows) settle the rows whose lists hold both classes; the others
     are searched with the kNN backend.  The training rows keep the method's
     own disambiguation: nothing downstream reads their trust scores, the
-    costliest part at scale (as many queries as training rows).
+    costliest part at scale (as many queries as training rows).  Where
+    ``auto`` searched by cells, the output's ``fit`` says how each search
+    ended (``trust_search.<test|val>.<agreement|n_probe|steps|decision>``,
+    logged as the method run's ``pll.fit.*`` tags).
     """
     params = {"knn": knn, "knn_options": dict(knn_options or {})}
     S, train, fit = split.train.S, output.train, rows.fit
@@ -42,8 +45,11 @@ def trust_option(
         holdout = partial_label_trust(
             calibration.split.X_train, S[fit], train.labels[fit], train.accept[fit], class_sets, **params
         )
-    test_scores = full.score(split.X_test, output.test.labels, neighbors=query_set(neighbors, "test"))
-    val_scores = holdout.score(calibration.X_val, output.val.labels, neighbors=query_set(neighbors, "val"))
+    reports = {"test": {}, "val": {}}
+    test_scores = full.score(split.X_test, output.test.labels, neighbors=query_set(neighbors, "test"),
+                             report=reports["test"])
+    val_scores = holdout.score(calibration.X_val, output.val.labels, neighbors=query_set(neighbors, "val"),
+                               report=reports["val"])
     return MethodOutput(
         output.name,
         output.features,
@@ -51,5 +57,7 @@ def trust_option(
         train=train,
         val=with_trust(output.val, val_scores, threshold),
         option="trust",
+        fit={f"trust_search.{rows}.{key}": value for rows, report in reports.items() for key, value in report.items()
+             if value is not None},
         method=output.method,
     )

@@ -142,3 +142,16 @@ def test_every_command_runs_on_the_backend(name, exact_session, shared_data, tmp
         else:
             agree = np.mean(ours["label"].to_numpy() == theirs["label"].to_numpy())
             assert agree >= 0.95, f"{method}: {agree:.3f} of the labels agree with exact search"
+
+    # auto beyond its exact threshold searches the trust scores' class sets by cells: each method run says how
+    # its trust searches ended, held to the target agreement with exact search (or searched exactly).
+    if name == "auto":
+        method_runs = client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
+        searched = [(r.data.tags, rows) for r in method_runs for rows in ("test", "val")
+                    if f"pll.fit.trust_search.{rows}.decision" in r.data.tags]  # none where the lists settled all
+        assert searched
+        for tags, rows in searched:
+            decision = tags[f"pll.fit.trust_search.{rows}.decision"]
+            assert decision.startswith(("cells: agreement", "exact search:")), tags
+            if decision.startswith("cells"):
+                assert float(tags[f"pll.fit.trust_search.{rows}.agreement"]) >= 0.95

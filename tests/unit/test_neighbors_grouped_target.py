@@ -91,3 +91,23 @@ def test_auto_reports_how_its_cell_search_ended(monkeypatch, flat):
     assert report == {}
     nearest_by_group(X, groups, 4, Q, "auto", report=report, target_recall=0)  # no target: cells as they are
     assert report == {}
+
+
+def test_the_trust_score_reports_how_its_cell_search_ended(flat):
+    """``auto`` beyond its exact threshold: the report says how the search ended, held to the target against exact."""
+    import pll
+
+    X, groups, Q, own = flat
+    options = {"exact_max_rows": 100, "target_recall": 0.97}
+    cells = pll.TrustScore(knn="auto", knn_options=options).fit(X, groups)
+    exact = pll.TrustScore(knn="exact").fit(X, groups)
+    report = {}
+    found = cells.score(Q, own, report=report)
+    assert report["decision"].startswith(("cells: agreement", "exact search:")), report
+    if report["agreement"] is not None:
+        assert report["agreement"] >= 0.97
+    true = exact.score(Q, own)
+    assert np.mean((found >= DEFAULT_THRESHOLD) == (true >= DEFAULT_THRESHOLD)) >= 0.95  # every query
+    untouched = {}
+    exact.score(Q, own, report=untouched)
+    assert untouched == {}  # exact search by choice: nothing to report
