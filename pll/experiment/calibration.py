@@ -65,6 +65,10 @@ class CalibrationSplit:
         model = without_support_test(make_method(run.method, run.params, random_state=seed))
         return model.fit(self.split.X_train, self.split.train.S)
 
+    def predict_validation(self, holdout):
+        """The validation rows as the ``holdout`` model predicts them, with its own reject option."""
+        return holdout.predict_with_reject(self.X_val, neighbors=self.val)
+
 
 def calibration_split(ds, rows, features: str, k: int, knn: str, knn_options: dict | None = None,
                       fit_neighbors=None) -> CalibrationSplit:

@@ -17,12 +17,11 @@ from .methods import MethodOutput
 DEFAULT_ALPHA = catalog.DEFAULT_CONFORMAL_ALPHA
 
 
-def conformal_option(run, calibration: CalibrationSplit, seed: int, alpha: float = DEFAULT_ALPHA,
-                     holdout=None) -> MethodOutput:
+def conformal_option(run, calibration: CalibrationSplit, holdout, alpha: float = DEFAULT_ALPHA) -> MethodOutput:
     """The method of ``run`` (a :class:`~pll.experiment.MethodRun`) with conformal prediction sets as its reject option: accept iff the set is one label.
 
-    The method is fitted on the fitting rows of ``calibration`` (or
-    ``holdout``, that fit done already) and calibrated on the validation rows
+    ``holdout``, the method fitted on the fitting rows of ``calibration``
+    (:meth:`~pll.experiment.CalibrationSplit.fit_holdout`), is calibrated on the validation rows
     (their bags; no true labels needed) with the default procedure and
     score; the same model scores the validation and the test rows.  Nothing
     is disambiguated: ``train`` is None.  ``fit`` holds what the calibration
@@ -33,7 +32,6 @@ def conformal_option(run, calibration: CalibrationSplit, seed: int, alpha: float
     row's bag (an upper bound of their coverage), each prefixed ``conformal_``.
     """
     split = calibration.split
-    holdout = calibration.fit_holdout(run, seed) if holdout is None else holdout
     S_val, S_test = split.test.S[: calibration.n_val], split.test.S[calibration.n_val :]
     sets = ConformalSets(holdout, alpha=alpha).fit(calibration.X_val, S_val, neighbors=calibration.val)
     test = sets.predict_with_reject(calibration.X_test, neighbors=calibration.test)

@@ -36,26 +36,24 @@ class MethodOutput:
     method: str = ""
 
 
-def run_method(run, split, calibration, neighbors, seed: int, holdout=None) -> MethodOutput:
+def run_method(run, split, neighbors, seed: int, validation) -> MethodOutput:
     """Fit the method of ``run`` (a :class:`~pll.experiment.MethodRun`) on the split's training rows; predict with its own reject option.
 
     ``neighbors`` (a :class:`~pll.experiment.NeighborSet` of ``split``, or
-    None for a method that needs none) are reused, not searched again.  The
-    validation rows are predicted by the hold-out model of ``calibration``
-    (a :class:`~pll.experiment.CalibrationSplit`), fitted on the fitting rows
-    in features fitted on them (:mod:`pll.experiment.calibration`): ``holdout``
-    when given (what :meth:`~pll.experiment.CalibrationSplit.fit_holdout`
-    returned, shared with the conformal option), else fitted here.
+    None for a method that needs none) are reused, not searched again.
+    ``validation``: the validation rows as the hold-out model predicts them
+    (:meth:`~pll.experiment.CalibrationSplit.predict_validation`; the model
+    is fitted on the fitting rows in features fitted on them,
+    :mod:`pll.experiment.calibration`).
     """
     clf = make_method(run.method, run.params, random_state=seed)
     clf.fit(split.X_train, split.train.S, neighbors=query_set(neighbors, "train"))
-    holdout = calibration.fit_holdout(run, seed) if holdout is None else holdout
     return MethodOutput(
         run.name,
         split.features,
         test=clf.predict_with_reject(split.X_test, neighbors=query_set(neighbors, "test")),
         train=clf.disambiguate(),
-        val=holdout.predict_with_reject(calibration.X_val, neighbors=calibration.val),
+        val=validation,
         fit=clf.fit_summary() if hasattr(clf, "fit_summary") else {},
         method=run.method,
     )

@@ -11,8 +11,13 @@ Values are named ``<what>`` or ``<what>:<of>``: ``raw`` (the loaded data
 set, the one input), ``data`` (with the noise model's bags), ``rows``;
 per feature pipeline ``split:<f>``, ``calibration:<f>``, ``neighbors:<f>``;
 per method run ``holdout:<run>`` (the model fitted on the fitting rows,
-shared by the method's and the conformal option's calibration),
+read by the conformal option and by ``validation:<run>``, its predictions
+of the validation rows, which calibrate the method's own option),
 ``native:<run>``, ``trust:<run>``, ``conformal:<run>``; and ``result``.
+The hold-out model is let go once both have run, early in a run: the
+method's stage, which waits for the neighbor search, reads its predictions
+only (at 1M rows PL A-kNN's hold-out model holds its training rows'
+neighbor lists, half a GiB, since its conformal calibration).
 """
 
 from __future__ import annotations
@@ -133,17 +138,18 @@ def declare_protocol(plan, *, seed: int = 0, noise: str = catalog.DEFAULT_NOISE,
             Stage("neighbors", neighbors, (split, calibration), {"k": group.k, **knn_args}),
         ]
         for run in group.runs:
-            holdout, native = f"holdout:{run.name}", f"native:{run.name}"
+            holdout, validation, native = f"holdout:{run.name}", f"validation:{run.name}", f"native:{run.name}"
             stages += [
                 Stage("holdout", holdout, (calibration,), {"run": run, "seed": seed}),
-                Stage("method", native, (split, calibration, neighbors, holdout), {"run": run, "seed": seed}),
+                Stage("validation", validation, (calibration, holdout), {}),
+                Stage("method", native, (split, neighbors, validation), {"run": run, "seed": seed}),
                 Stage("trust", f"trust:{run.name}", (native, split, "rows", neighbors, calibration), knn_args),
             ]
             outputs["native"].append(native)
             outputs["trust"].append(f"trust:{run.name}")
             if conformal_alpha is not None:
                 stages.append(Stage("conformal", f"conformal:{run.name}", (calibration, holdout),
-                                    {"run": run, "seed": seed, "alpha": conformal_alpha}))
+                                    {"run": run, "alpha": conformal_alpha}))
                 outputs["conformal"].append(f"conformal:{run.name}")
     searched = tuple(f"neighbors:{g.features}" for g in plan.groups)
     ordered = tuple(name for option in OPTIONS for name in outputs[option])
@@ -186,16 +192,20 @@ def _holdout(calibration, *, run, seed):
     return calibration.fit_holdout(run, seed)
 
 
-def _method(split, calibration, neighbors, holdout, *, run, seed):
-    return run_method(run, split, calibration, neighbors, seed, holdout)
+def _validation(calibration, holdout):
+    return calibration.predict_validation(holdout)
+
+
+def _method(split, neighbors, validation, *, run, seed):
+    return run_method(run, split, neighbors, seed, validation)
 
 
 def _trust(output, split, rows, neighbors, calibration, *, knn, knn_options):
     return trust_option(output, split, rows, neighbors, calibration, knn=knn, knn_options=knn_options)
 
 
-def _conformal(calibration, holdout, *, run, seed, alpha):
-    return conformal_option(run, calibration, seed, alpha, holdout)
+def _conformal(calibration, holdout, *, run, alpha):
+    return conformal_option(run, calibration, holdout, alpha)
 
 
 def _result(ds, rows, *values, features, lambdas):
@@ -206,7 +216,7 @@ def _result(ds, rows, *values, features, lambdas):
 
 
 FUNCTIONS = {"noise": _noise, "split": _split, "features": _features, "calibration": _calibration,
-             "neighbors": _neighbors, "holdout": _holdout, "method": _method, "trust": _trust,
+             "neighbors": _neighbors, "holdout": _holdout, "validation": _validation, "method": _method, "trust": _trust,
              "conformal": _conformal, "result": _result}
 LABELS = {"calibration": "calibration-split", "result": "evaluate"}
 """Task run names that differ from the stage's kind (kept from the stage tasks the runs showed before)."""
