@@ -232,9 +232,9 @@ def fit_holdout(ds, method, params=None, features="minmax", random_state=None, k
     The hold-out model calibrates (thresholds, conformal sets); it has no
     ``no_support`` test (:func:`pll.methods.without_support_test`), which would cost a search of its rows.
     """
-    from .data import split_indices
+    from .data import validation_indices
 
-    fit, held_out = split_indices(ds.n_rows, fraction, seed_to_int(random_state))
+    held_out, fit = validation_indices(ds.n_rows, fraction, seed_to_int(random_state))
     transformer = use_backend(make_features(features), knn, knn_options)
     X_fit = np.asarray(transformer.fit_transform(ds.X[fit]), dtype=np.float64)
     estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_options, keep=params or {})
