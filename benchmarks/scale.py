@@ -19,7 +19,8 @@ Each run starts with an empty stage cache.
 workers) with the ``dask`` kNN backend, once per worker count: the cluster's throughput.
 
 Run: ``.venv/bin/python benchmarks/scale.py --rows 100000 300000 1000000``
-(``--rows 20000``: a quick check).  The growth column is the exponent ``b`` of ``t ~ N^b``
+(``--rows 20000``: a quick check; ``--spread 0.2``: class means close together, data without cluster
+structure, on which approximate search needs more effort for the same recall).  The growth column is the exponent ``b`` of ``t ~ N^b``
 between successive sizes.
 """
 
@@ -80,13 +81,13 @@ class PeakMemory:
         self._thread.join()
 
 
-def write_table(n_rows, folder):
+def write_table(n_rows, folder, spread=1.5):
     from pll.data.synthetic import make_partial_label_table
 
-    path = folder / f"scale-{n_rows}.parquet"
+    path = folder / (f"scale-{n_rows}.parquet" if spread == 1.5 else f"scale-{n_rows}-spread-{spread:g}.parquet")
     if not path.exists():
         t0 = time.perf_counter()
-        make_partial_label_table(n_rows, random_state=0).to_parquet(path, index=False)
+        make_partial_label_table(n_rows, spread=spread, random_state=0).to_parquet(path, index=False)
         print(f"wrote {path} in {time.perf_counter() - t0:.1f} s", flush=True)
     return path
 
@@ -190,6 +191,8 @@ def main():
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--dask-workers", type=int, nargs="*", default=[])
     parser.add_argument("--no-local", action="store_true", help="only the Dask runs")
+    parser.add_argument("--spread", type=float, default=1.5,
+                        help="class means' standard deviation; 0.2: classes without cluster structure (issue 37)")
     parser.add_argument("--folder", default="/tmp/pll-scale", help="where tables, stores and logs go")
     args = parser.parse_args()
     folder = Path(args.folder)
@@ -200,12 +203,12 @@ def main():
     results = []
     try:
         for n in [] if args.no_local else args.rows:
-            path = write_table(n, folder)
+            path = write_table(n, folder, args.spread)
             results.append(run_once(path, folder, f"N={n:,}", [server.pid], api))
             print(json.dumps(results[-1]), flush=True)
         sizes = list(args.rows)
         for workers in args.dask_workers:
-            results.append(dask_run(write_table(args.rows[0], folder), folder, workers, server.pid, api))
+            results.append(dask_run(write_table(args.rows[0], folder, args.spread), folder, workers, server.pid, api))
             print(json.dumps(results[-1]), flush=True)
     finally:
         server.terminate()
