@@ -14,10 +14,9 @@ per method run ``holdout:<run>`` (the model fitted on the fitting rows,
 read by the conformal option and by ``validation:<run>``, its predictions
 of the validation rows, which calibrate the method's own option),
 ``native:<run>``, ``trust:<run>``, ``conformal:<run>``; and ``result``.
-The hold-out model is let go once both have run, early in a run: the
-method's stage, which waits for the neighbor search, reads its predictions
-only (at 1M rows PL A-kNN's hold-out model holds its training rows'
-neighbor lists, half a GiB, since its conformal calibration).
+The method's stage, which waits for the neighbor search, reads those
+predictions only, so a hold-out model (a strong learner's may be large) is
+let go once its two readers have run, early in a run.
 """
 
 from __future__ import annotations
