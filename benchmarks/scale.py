@@ -47,11 +47,12 @@ METHOD_ARGS = ["--methods", "pl_knn,dst_pll,pl_aknn", "--method-params", json.du
 
 
 class PeakMemory:
-    """Samples the summed RSS of process trees in a thread: ``peak`` in bytes, ``peak_at`` seconds after the start."""
+    """Samples the summed RSS of process trees in a thread: ``peak`` in bytes, ``peak_at`` seconds after the start
+    (``peak_clock``: the same moment as a Unix time, to find the stages that were running)."""
 
     def __init__(self, *pids, interval=0.2):
         self.roots = [psutil.Process(pid) for pid in pids]
-        self.peak, self.peak_at, self.interval = 0, 0.0, interval
+        self.peak, self.peak_at, self.peak_clock, self.interval = 0, 0.0, 0.0, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -68,7 +69,7 @@ class PeakMemory:
                 except psutil.Error:
                     pass
             if total > self.peak:
-                self.peak, self.peak_at = total, time.perf_counter() - self._start
+                self.peak, self.peak_at, self.peak_clock = total, time.perf_counter() - self._start, time.time()
             self._stop.wait(self.interval)
 
     def __enter__(self):
@@ -117,8 +118,9 @@ def _free_port():
         return sock.getsockname()[1]
 
 
-def stage_seconds(api):
-    """Wall seconds of each task run of the newest flow run, summed by task name."""
+def stage_seconds(api, at):
+    """Wall seconds of each task run of the newest flow run, summed by task name, and the names of those that
+    were running at ``at`` (a Unix time)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import FlowRunSort
@@ -127,12 +129,14 @@ def stage_seconds(api):
     with temporary_settings(updates={PREFECT_API_URL: api}), get_client(sync_client=True) as client:
         (flow_run,) = client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=1)
         runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id])))
-    stages = {}
+    stages, running = {}, []
     for run in runs:
         if run.start_time and run.end_time:
             name = re.sub(r"-[0-9a-f]{3}$", "", run.name)
             stages[name] = stages.get(name, 0.0) + (run.end_time - run.start_time).total_seconds()
-    return stages
+            if run.start_time.timestamp() <= at <= run.end_time.timestamp():
+                running.append(name)
+    return stages, running
 
 
 def run_once(path, folder, label, watched, api, extra=()):
@@ -154,8 +158,9 @@ def run_once(path, folder, label, watched, api, extra=()):
 
     metrics = MlflowClient(env["MLFLOW_TRACKING_URI"]).get_run(run_id).data.metrics
     recalls = {k: v for k, v in metrics.items() if k.startswith("knn.") and k.endswith(".recall") and k.count(".") == 2}
+    stages, at_peak = stage_seconds(api, memory.peak_clock)
     return {"label": label, "wall": wall, "cpu": cpu, "peak_gib": memory.peak / 2**30,
-            "peak_at": memory.peak_at, "stages": stage_seconds(api),
+            "peak_at": memory.peak_at, "stages": stages, "at_peak": at_peak,
             "recall": recalls, "backends": re.findall(r"knn\.\S+\.backend", out)}
 
 
@@ -179,6 +184,7 @@ def print_table(results, sizes):
         rows.append(row)
     rows.append(["CPU of the run (process tree)"] + [f"{r['cpu']:.0f} s, {r['cpu'] / r['wall']:.2f} cores" for r in results])
     rows.append(["peak RSS (tree + server)"] + [f"{r['peak_gib']:.2f} GiB at {r['peak_at']:.0f} s" for r in results])
+    rows.append(["stages running at the peak"] + [", ".join(r["at_peak"]) or "none" for r in results])
     rows.append(["kNN recall (lowest)"] + [", ".join(f"{k.split('.')[1]} {v:.4f}" for k, v in r["recall"].items())
                                           or "exact" for r in results])
     widths = [max(len(str(r[i])) if i < len(r) else 0 for r in [head] + rows) for i in range(len(head))]
