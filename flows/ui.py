@@ -270,6 +270,8 @@ def main(args) -> int:
     log_fd, log_path = tempfile.mkstemp(prefix="pll-ui-", suffix=".log")
     os.close(log_fd)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    # Ctrl-C stops the server even where pll ui was started with SIGINT ignored, as a shell starts background jobs.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     process = watchdog = None
     keep_log = False
     try:
@@ -288,7 +290,7 @@ def main(args) -> int:
         raise
     finally:
         # A second Ctrl-C or SIGTERM must not cut the cleanup short; it ends within GRACE_SECONDS.
-        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if process is not None:
             stop_server(process)
