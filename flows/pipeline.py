@@ -7,8 +7,6 @@ the MLflow run name each other (:mod:`flows.links`) and have the same name.
 
 from __future__ import annotations
 
-import json
-
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.futures import as_completed
@@ -26,6 +24,7 @@ from pll.experiment import (
     declare_protocol,
     metric_prefix,
     neighbor_metrics,
+    neighbor_params,
     pipeline_run_name,
     plan_run,
     prediction_frames,
@@ -193,7 +192,7 @@ def pipeline(
         summary = ds.summary()
         knn_metrics = {k: v for features, nb in neighbor_sets.items()
                        for k, v in neighbor_metrics(features, nb).items()}
-        backends = {k: v for features, nb in neighbor_sets.items() if nb for k, v in _search_params(features, nb).items()}
+        backends = {k: v for features, nb in neighbor_sets.items() for k, v in neighbor_params(features, nb).items()}
         context = {"dataset": ds.name, "noise": noise, "noise_params": noise_params or {}, "seed": seed,
                    "protocol": protocol, "knn": knn, "conformal_alpha": conformal_alpha,
                    "truth": evaluation.truth}
@@ -208,19 +207,6 @@ def pipeline(
                 + ", ".join(f"{n} {i}" for n, i in method_run_ids.items()))
     return {"run_id": run_id, "method_run_ids": method_run_ids, "experiment": experiment,
             "tracking_uri": tracking_uri, "metrics": table, "truth": evaluation.truth}
-
-
-def _search_params(features, nb) -> dict:
-    """The searches' backend, and where they escalated or fell back to exact search, why and with what settings."""
-    prefix = metric_prefix(features)
-    params = {f"{prefix}.backend": nb.train.backend}
-    for name in ("train", "test", "val"):
-        result = getattr(nb, name)
-        if result.decision:
-            params[f"{prefix}.{name}.decision"] = result.decision
-        if result.effort:
-            params[f"{prefix}.{name}.effort"] = json.dumps(result.effort, sort_keys=True, default=str)
-    return params
 
 
 def _with_fit_tags(method_run_tags, outputs):

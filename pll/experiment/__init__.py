@@ -47,6 +47,7 @@ _PUBLIC = {
     "method_settings": ".plan",
     "metric_prefix": ".neighbors",
     "neighbor_metrics": ".neighbors",
+    "neighbor_params": ".neighbors",
     "neighbors_needed": ".plan",
     "noise_label": ".plan",
     "pipeline_run_name": ".plan",

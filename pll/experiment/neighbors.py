@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -60,9 +61,8 @@ def neighbor_metrics(features: str, neighbors: NeighborSet | None) -> dict:
     indexes and three query sets; ``.recall`` is the lowest recall of the three
     (each also as ``.<set>.recall``); ``.effort`` the most escalation steps
     any of them took toward its target recall (0: default settings met it),
-    each also as ``.<set>.effort``.  Each result's ``effort`` (settings) and
-    ``decision`` (why it ended so) are text, for params or tags.  No neighbor
-    set, no metrics.
+    each also as ``.<set>.effort``.  The settings and why each search ended
+    so are text: :func:`neighbor_params`.  No neighbor set, no metrics.
     """
     if neighbors is None:
         return {}
@@ -81,3 +81,19 @@ def neighbor_metrics(features: str, neighbors: NeighborSet | None) -> dict:
         metrics[f"{prefix}.effort"] = max(efforts.values())
         metrics.update({f"{prefix}.{name}.effort": value for name, value in efforts.items()})
     return metrics
+
+
+def neighbor_params(features: str, neighbors: NeighborSet | None) -> dict:
+    """The text a run logs of a neighbor set beside :func:`neighbor_metrics`: its backend, and per query set
+    why the search ended as it did (``.<set>.decision``) and with what settings (``.<set>.effort``, JSON)."""
+    if neighbors is None:
+        return {}
+    prefix = metric_prefix(features)
+    params = {f"{prefix}.backend": neighbors.train.backend}
+    for name in ("train", "test", "val"):
+        result = getattr(neighbors, name)
+        if result.decision:
+            params[f"{prefix}.{name}.decision"] = result.decision
+        if result.effort:
+            params[f"{prefix}.{name}.effort"] = json.dumps(result.effort, sort_keys=True, default=str)
+    return params

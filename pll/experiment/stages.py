@@ -87,7 +87,7 @@ class StageValues:
 
     def __init__(self, protocol: Protocol, raw):
         self._values, self._readers = {"raw": raw}, protocol.readers()
-        self.result_name = protocol.stages[-1].writes
+        self._result_name = protocol.stages[-1].writes
 
     def ready(self, stage: Stage) -> bool:
         return all(name in self._values for name in stage.reads)
@@ -107,7 +107,7 @@ class StageValues:
     @property
     def result(self):
         """The last stage's value."""
-        return self._values[self.result_name]
+        return self._values[self._result_name]
 
 
 def declare_protocol(plan, *, seed: int = 0, noise: str = catalog.DEFAULT_NOISE, noise_params: dict | None = None,
