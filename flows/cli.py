@@ -16,6 +16,7 @@ from pll.progress import Stopped
 from pll.neighbors.registry import BACKENDS, DEFAULT_BACKEND
 
 from . import ui
+from .memory import return_freed_memory
 from .server import STARTUP_TIMEOUT_SECONDS, TemporaryServerError, temporary_server
 
 # Nothing above imports Prefect, MLflow, scikit-learn or numba: ``pll --help`` answers at once, and a bad
@@ -482,6 +483,7 @@ def cmd_audit(args):
 
 
 def main(argv=None):
+    return_freed_memory()
     args = build_parser().parse_args(argv)
     stopping = None  # from preflight on: the first SIGTERM/SIGINT (flows.tracked.interruptible)
     try:
