@@ -12,7 +12,8 @@ such as the Prefect server's (flows/lifeline.py); its dashboard needs bokeh.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import logging
+from contextlib import contextmanager, suppress
 
 LOCAL = "local"
 LOOPBACK = "127.0.0.1"
@@ -28,7 +29,30 @@ def dask_cluster(dask_address: str | None):
 
     # Loopback only (the workers' ports accept pickled tasks); ":0": any free port, no clash with other clusters.
     with LocalCluster(host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0") as cluster:
-        yield cluster.scheduler_address
+        try:
+            yield cluster.scheduler_address
+        finally:
+            _quiet_while_closing(cluster)
+
+
+def _worker_quiet():
+    logging.getLogger("distributed.worker").setLevel(logging.CRITICAL)
+
+
+def _quiet_while_closing(cluster):
+    """Silence the tracebacks of distributed's closing races, once the flow is done with the cluster.
+
+    A worker whose heartbeat is under way while its nanny closes it logs
+    "Failed to communicate with scheduler during heartbeat" with a traceback,
+    and the scheduler logs each worker stream that closed while it wrote
+    ("Batched Comm Closed", at INFO, with a traceback): both seen at the end
+    of runs that finished.
+    """
+    from distributed import Client
+
+    logging.getLogger("distributed.batched").setLevel(logging.WARNING)
+    with suppress(Exception), Client(cluster, set_as_default=False) as client:  # a worker gone has nothing to say
+        client.run(_worker_quiet)
 
 
 def on_dask(flow, scheduler_address: str | None):
