@@ -9,7 +9,8 @@ STAMP  := $(VENV)/.installed
 
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
-# Tests run on every core (pytest-xdist); `make test-fast` runs the unit tests alone (tests/unit).
+# Tests run on every core (pytest-xdist), a slow module's tests on one worker (tests/conftest.py);
+# `make test-fast` runs the unit tests alone (tests/unit).
 JOBS ?= auto
 
 .PHONY: run test test-fast docs benchmark lock clean
@@ -23,7 +24,7 @@ run: $(STAMP)
 	$(BIN)/pll run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"

@@ -41,6 +41,18 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture(scope="session")
+def prefect_api_url(prefect_harness):
+    """The session server's address, for the ``pll`` commands tests start in processes of their own.
+
+    A command without ``PREFECT_API_URL`` starts a temporary server, some 15 s of a core each time;
+    the tests about that server (its start, its log, that it dies with the command) unset the address.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value()
+
+
 @pytest.fixture
 def tracking_uri(tmp_path):
     """A fresh SQLite MLflow store with its artifacts under ``tmp_path``."""
@@ -55,10 +67,18 @@ def shared_data():
 
 
 def pytest_collection_modifyitems(items):
-    """Mark each test with its folder's kind and, in ``integration`` and ``e2e``, as ``slow``."""
+    """Mark each test with its folder's kind and, in ``integration`` and ``e2e``, as ``slow``.
+
+    A slow module's tests also form one ``xdist_group``: with ``--dist loadgroup`` (``make test``)
+    they run on one worker, which builds the module's fixtures (a LocalCluster, undisturbed
+    reference runs) once instead of once per worker.
+    """
     for item in items:
-        folder = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
+        path = Path(item.fspath).resolve().relative_to(TESTS)
+        folder = path.parts[0]
         if folder not in FOLDER_MARKS:
             raise pytest.UsageError(f"{item.nodeid}: a test belongs in one of tests/{{{','.join(FOLDER_MARKS)}}}/")
         for name in (folder, *FOLDER_MARKS[folder]):
             item.add_marker(name)
+        if "slow" in FOLDER_MARKS[folder]:
+            item.add_marker(pytest.mark.xdist_group(path.stem))

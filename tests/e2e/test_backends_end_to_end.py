@@ -3,8 +3,11 @@
 pynndescent compiles its kernels on first use in a process, and the failure these tests guard
 against (numba cannot compile them while Prefect has replaced ``print``) shows only when that
 first use happens inside a flow.  The library tests compile it earlier in the pytest process, so
-each backend runs its commands in a fresh process (``tests/cli_session.py``).  The data set is
-msrc-v2 with seed 3: its smallest class sets are smaller than the Dask shard count.
+each backend runs its commands in a fresh process (``tests/cli_session.py``); the Dask backends
+run theirs on one LocalCluster started for the module, whose fresh worker processes first compile
+it inside the flow's tasks (each worker compiles for most of a minute: the commands' own
+LocalClusters are tested elsewhere, ``tests/e2e/test_drills.py`` and ``test_process_lifetime.py``).
+The data set is msrc-v2 with seed 3: its smallest class sets are smaller than the Dask shard count.
 
 Every query's recall is measured (``recall_sample`` above the number of rows), so a logged recall
 of 1 means every neighbor list equals exact search's, and then every prediction of the methods on
@@ -30,30 +33,39 @@ from pll.scoring import feature_names
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_QUERIES = {"recall_sample": 100_000}
+CLUSTER = "<the module's LocalCluster>"  # stands for its scheduler's address in the arguments below
 # backend -> (extra arguments of run, train and benchmark; the backend the minmax neighbors must report)
 BACKENDS = {
     "exact": ([], "exact"),
     "nndescent": (["--knn", "nndescent", "--knn-options", json.dumps(ALL_QUERIES)], "nndescent"),
     "auto": (["--knn", "auto", "--knn-options", json.dumps({"exact_max_rows": 100, **ALL_QUERIES})],
              "nndescent"),
-    "dask-exact": (["--knn", "dask", "--dask-address", "local"], "dask"),
-    "dask-nndescent": (["--knn", "dask", "--dask-address", "local", "--knn-options",
+    "dask-exact": (["--knn", "dask", "--dask-address", CLUSTER], "dask"),
+    "dask-nndescent": (["--knn", "dask", "--dask-address", CLUSTER, "--knn-options",
                         json.dumps({"shard_backend": "nndescent", **ALL_QUERIES})], "dask"),
 }
 METHODS = ("pl_knn", "dst_pll", "pl_aknn")
 
 
-def _without_dask_address(args):
-    """``pll train`` takes no --dask-address: a dask backend there starts its own LocalCluster."""
-    out = list(args)
-    if "--dask-address" in out:
-        i = out.index("--dask-address")
-        del out[i : i + 2]
+def _train_arguments(args):
+    """``pll train`` takes no --dask-address: its dask backend gets the scheduler as a kNN option."""
+    if "--dask-address" not in args:
+        return list(args)
+    i = args.index("--dask-address")
+    address, out = args[i + 1], args[:i] + args[i + 2 :]
+    if "--knn-options" not in out:
+        return [*out, "--knn-options", json.dumps({"address": address})]
+    j = out.index("--knn-options") + 1
+    out[j] = json.dumps({**json.loads(out[j]), "address": address})
     return out
 
 
-def run_session(name, args, shared_data, folder):
-    """``pll run``, ``train``, ``score`` and ``benchmark`` with ``args``, in one fresh process."""
+def run_session(name, args, shared_data, folder, address=None):
+    """``pll run``, ``train``, ``score`` and ``benchmark`` with ``args``, in one fresh process.
+
+    ``address``: the scheduler of the Dask cluster that :data:`CLUSTER` in ``args`` stands for.
+    """
+    args = [address if a == CLUSTER else a for a in args]
     msrc = str(shared_data / "realworld" / "msrc-v2.mat")
     ds = pll.load_dataset(msrc)
     incoming = folder / "incoming.csv"
@@ -65,19 +77,18 @@ def run_session(name, args, shared_data, folder):
     backend = args[args.index("--knn") + 1] if "--knn" in args else "auto"
     grid.write_text(json.dumps({"name": f"e2e-{name}", "datasets": [msrc], "seeds": [3], "methods": {"pl_knn": {}},
                                 "knn": backend, "knn_options": options, "experiment": "e2e-grid"}))
-    dask = ["--dask-address", "local"] if "--dask-address" in args else []
+    dask = ["--dask-address", address] if "--dask-address" in args else []
     commands = [
         # A task per stage, as on large data; the grid below takes the one-task path of small data.
         ["run", "--dataset", msrc, "--seed", "3", "--experiment", "e2e", "--stage-tasks", "yes", *args],
         ["train", "--dataset", msrc, "--seed", "3", "--method", "dst_pll", "--register", f"e2e-{name}",
-         *_without_dask_address(args)],
+         *_train_arguments(args)],
         ["score", "--model", f"models:/e2e-{name}/latest", "--input", str(incoming), "--output",
          str(folder / "scored.parquet")],
         ["benchmark", str(grid), *dask],
     ]
     env = {**os.environ, "PREFECT_HOME": str(folder / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}", "PLL_CACHE_DIR": str(folder / "cache")}
-    env.pop("PREFECT_API_URL", None)
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "cli_session.py"), json.dumps(commands)],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, f"{name}:\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
@@ -101,11 +112,22 @@ def exact_session(shared_data, tmp_path_factory):
     return run_session("exact", BACKENDS["exact"][0], shared_data, tmp_path_factory.mktemp("exact"))
 
 
+@pytest.fixture(scope="module")
+def cluster_address():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
 @pytest.mark.parametrize("name", list(BACKENDS))
-def test_every_command_runs_on_the_backend(name, exact_session, shared_data, tmp_path):
+def test_every_command_runs_on_the_backend(name, exact_session, shared_data, tmp_path, request):
     args, expected = BACKENDS[name]
-    client, output, folder = exact_session if name == "exact" else run_session(name, args, shared_data, tmp_path)
-    # The CLI's temporary server logs to its own file; a "Starting" line would come from a Dask worker.
+    address = request.getfixturevalue("cluster_address") if CLUSTER in args else None
+    client, output, folder = (exact_session if name == "exact"
+                              else run_session(name, args, shared_data, tmp_path, address))
+    # The commands report to the session's Prefect server: no Dask worker starts a server of its own.
     assert "Starting temporary server" not in output
     run = pipeline_run(client)
     assert run.info.status == "FINISHED"

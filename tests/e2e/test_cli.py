@@ -25,9 +25,12 @@ def _pll(*args, cwd, env=None):
 
 
 def test_run_logs_to_the_store_named_by_environment(tmp_path):
+    """With nothing configured, as a user's first run: a temporary Prefect server, and the store the environment names."""
     uri = f"sqlite:///{tmp_path / 'somewhere.db'}"
-    out = _pll("run", "--methods", "pl_knn", cwd=tmp_path, env={"MLFLOW_TRACKING_URI": uri})
+    out = _pll("run", "--methods", "pl_knn", cwd=tmp_path, env={"MLFLOW_TRACKING_URI": uri, "PREFECT_API_URL": "",
+                                                                "PREFECT_HOME": str(tmp_path / "prefect-home")})
     assert out.returncode == 0, out.stderr
+    assert f"Prefect: temporary local server (its log: {tmp_path / 'prefect-home' / 'temporary-server.log'})" in out.stdout
     assert "| pl_knn" in out.stdout
     assert "Correct means: true labels" in out.stdout
     run_id = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id],

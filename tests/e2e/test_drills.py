@@ -34,12 +34,14 @@ GRID = {"name": "drill", "experiment": "drill-grid", "max_concurrency": 1, "data
 
 
 def environment(folder: Path, **extra) -> dict:
-    """A fresh home for one drill: Prefect (temporary server), MLflow store, stage cache and cache key."""
-    env = {**os.environ, "PREFECT_HOME": str(folder / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}", "PLL_CACHE_DIR": str(folder / "cache"),
-           "XDG_CONFIG_HOME": str(folder / "config"), "PYTHONPATH": str(ROOT), **extra}
-    env.pop("PREFECT_API_URL", None)
-    return env
+    """A fresh home for one drill: Prefect's, MLflow store, stage cache and cache key.
+
+    Its commands report to the session's Prefect server, unless ``extra`` unsets ``PREFECT_API_URL``
+    (``""``): then each starts a temporary server of its own, as on a machine with nothing configured.
+    """
+    return {**os.environ, "PREFECT_HOME": str(folder / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}", "PLL_CACHE_DIR": str(folder / "cache"),
+            "XDG_CONFIG_HOME": str(folder / "config"), "PYTHONPATH": str(ROOT), **extra}
 
 
 class Session:
@@ -248,8 +250,19 @@ def _table(folder: Path) -> Path:
 
 @pytest.mark.parametrize("signum, status, dask", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
                          ids=["sigterm", "sigint-on-dask"])
-def test_a_signal_mid_stage_ends_the_run_killed_within_seconds(session, undisturbed, signum, status, dask):
-    """SIGTERM (what Prefect workers, systemd and docker send) or Ctrl-C while a stage searches neighbors."""
+def test_a_signal_mid_stage_ends_the_run_killed_within_seconds(tmp_path, undisturbed, signum, status, dask):
+    """SIGTERM (what Prefect workers, systemd and docker send) or Ctrl-C while a stage searches neighbors.
+
+    With nothing configured, so that the command's temporary Prefect server must stop with it.
+    """
+    session = Session(tmp_path, environment(tmp_path, PREFECT_API_URL=""))
+    try:
+        _signal_mid_stage(session, undisturbed, signum, status, dask)
+    finally:
+        session.close()
+
+
+def _signal_mid_stage(session, undisturbed, signum, status, dask):
     table = _table(session.folder)
     extra = ("--dask-address", "local") if dask else ()
     process = session.start("run", "--dataset", str(table), "--methods", "pl_knn", "--stage-tasks", "yes", *extra)

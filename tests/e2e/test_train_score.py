@@ -762,9 +762,7 @@ def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_pat
 
 def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
     uri = f"sqlite:///{tmp_path / 'cli.db'}"
-    # Each command starts its own temporary Prefect server; give it time on a busy machine.
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": uri,
-           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": uri}
 
     def pll(*args):
         return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=tmp_path, env=env,

@@ -1,4 +1,7 @@
-"""Sharded neighbor search on a real Dask LocalCluster: equal to exact search, even when a worker dies."""
+"""Sharded neighbor search on a real Dask LocalCluster: equal to exact search, even when a worker dies.
+
+One cluster for the module: each of its worker processes compiles pynndescent once, for most of a minute.
+"""
 
 import os
 import signal
@@ -7,10 +10,11 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
+import pll.neighbors.recall as recall_module
 from pll.neighbors import kneighbors
 from pll.neighbors.exact import exact_kneighbors
 from pll.neighbors.sharded import ShardedIndex
-
+from tests.oracles import nearest
 
 
 @pytest.fixture(scope="module")
@@ -47,30 +51,6 @@ def test_address_option_connects_to_an_existing_scheduler(cluster, data):
     np.testing.assert_array_equal(nb.indices, kneighbors(X, Q[:50], 4).indices)
 
 
-def test_killing_a_worker_mid_query_still_gives_the_exact_result(cluster, data):
-    _, client = cluster
-    X, _ = data
-    index = ShardedIndex(X, 7, client=client, n_shards=4, block_rows=40)
-    try:
-        blocks = index.iter_search(X, 7, np.arange(len(X)))
-        first = next(blocks)  # the query is under way: one block merged, 49 to go
-        holder = next(iter(client.who_has(index.shards[0])[index.shards[0].key]))
-        pids = client.run(os.getpid)
-        os.kill(pids[holder], signal.SIGKILL)
-        parts = [first, *blocks]
-    finally:
-        index.close()
-    indices = np.empty((len(X), 7), dtype=np.int64)
-    distances = np.empty((len(X), 7))
-    for rows, idx, dist in parts:
-        indices[rows], distances[rows] = idx, dist
-    assert sum(p[1].shape[0] for p in parts) == len(X)
-    assert pids[holder] not in client.run(os.getpid).values()  # the worker really died (its nanny restarted it)
-    expected = exact_kneighbors(X, X, 7, exclude=np.arange(len(X)))
-    np.testing.assert_array_equal(indices, expected[0])
-    np.testing.assert_array_equal(distances, expected[1])
-
-
 def test_nndescent_shards_report_their_measured_recall(cluster, data):
     _, client = cluster
     X, Q = data
@@ -100,3 +80,48 @@ def test_a_set_smaller_than_the_shard_count_is_searched_in_fewer_shards(cluster,
     for rows, n_shards in ((1, None), (3, 8)):
         nb = kneighbors(X[:rows], Q[:5], 1, "dask", client=client, n_shards=n_shards)
         np.testing.assert_array_equal(nb.indices, exact_kneighbors(X[:rows], Q[:5], 1)[0])
+
+
+def test_nndescent_shards_escalate_to_the_target_against_brute_force(monkeypatch, cluster):
+    """The shards search wider, then rebuild thicker, as one index, until they keep ``target_recall``."""
+    _, client = cluster
+    measured = recall_module.RecallProbe.__init__
+
+    def priced(self, *args, **kwargs):  # exact search priced far above any step: escalation runs its course
+        measured(self, *args, **kwargs)
+        self.seconds_per_query = 1.0
+
+    monkeypatch.setattr(recall_module.RecallProbe, "__init__", priced)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4000, 256))  # no cluster structure: the shards' defaults fall short
+    nb = kneighbors(X, None, 10, "dask", client=client, n_shards=2, shard_backend="nndescent",
+                    recall_sample=300, target_recall=0.97, n_trees=2, leaf_size=30)
+    assert nb.backend == "dask" and nb.effort["steps"] >= 1 and nb.recall >= 0.97
+    rows = rng.choice(len(X), 100, replace=False)
+    kth = np.concatenate([nearest(X, X[part], 11)[1][:, -1] for part in np.array_split(rows, 20)])
+    assert (nb.distances[rows] <= kth[:, None]).mean() >= 0.95
+
+
+# Last: a killed worker's replacement would compile pynndescent again for the tests after it.
+def test_killing_a_worker_mid_query_still_gives_the_exact_result(cluster, data):
+    _, client = cluster
+    X, _ = data
+    index = ShardedIndex(X, 7, client=client, n_shards=4, block_rows=40)
+    try:
+        blocks = index.iter_search(X, 7, np.arange(len(X)))
+        first = next(blocks)  # the query is under way: one block merged, 49 to go
+        holder = next(iter(client.who_has(index.shards[0])[index.shards[0].key]))
+        pids = client.run(os.getpid)
+        os.kill(pids[holder], signal.SIGKILL)
+        parts = [first, *blocks]
+    finally:
+        index.close()
+    indices = np.empty((len(X), 7), dtype=np.int64)
+    distances = np.empty((len(X), 7))
+    for rows, idx, dist in parts:
+        indices[rows], distances[rows] = idx, dist
+    assert sum(p[1].shape[0] for p in parts) == len(X)
+    assert pids[holder] not in client.run(os.getpid).values()  # the worker really died (its nanny restarted it)
+    expected = exact_kneighbors(X, X, 7, exclude=np.arange(len(X)))
+    np.testing.assert_array_equal(indices, expected[0])
+    np.testing.assert_array_equal(distances, expected[1])

@@ -170,13 +170,12 @@ def test_no_listener_no_work():
     assert found == []  # the block's listener left with the block
 
 
-def test_pll_run_shows_progress_on_the_console(tmp_path):
+def test_pll_run_shows_progress_on_the_console(tmp_path, prefect_api_url):
     table = make_partial_label_table(3000, n_features=8, n_classes=5, random_state=0)
     table.to_parquet(tmp_path / "rows.parquet")
     env = {**os.environ, MIN_ROWS_ENV: "1000", "PREFECT_HOME": str(tmp_path / "prefect-home"),
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PLL_CACHE_DIR": str(tmp_path / "cache"),
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    env.pop("PREFECT_API_URL", None)
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "PREFECT_API_URL": prefect_api_url}
     done = subprocess.run(
         # A task per stage (a run this small is otherwise one task): each stage's lines carry its own name.
         [str(Path(sys.executable).parent / "pll"), "run", "--dataset", str(tmp_path / "rows.parquet"), "--methods",
