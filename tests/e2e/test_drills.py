@@ -222,7 +222,7 @@ def test_every_model_uri_that_is_not_a_model_is_one_line_and_status_2(session):
     rows.write_text("x0,x1,x2,x3\n5.1,3.5,1.4,0.2\n")
     models = [f"http://127.0.0.1:{free_port()}/", "https://example.invalid/model", str(session.folder / "nothing"),
               f"runs:/{no_model}/model", "models:/no-versions/1", "models:/no-versions@champion"]
-    # One process scores with each (one temporary Prefect server for all), as tests/cli_session.py does.
+    # One process scores with each, as tests/cli_session.py does.
     script = ("import sys\nfrom flows.cli import main\nfor model in sys.argv[1:]:\n"
               f"    print('exit', main(['score', '--model', model, '--input', {str(rows)!r}, "
               f"'--output', {str(session.folder / 'scored.parquet')!r}]), flush=True)\n")

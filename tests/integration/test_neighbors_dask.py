@@ -1,6 +1,8 @@
 """Sharded neighbor search on a real Dask LocalCluster: equal to exact search, even when a worker dies.
 
-One cluster for the module: each of its worker processes compiles pynndescent once, for most of a minute.
+The nndescent shards run on a cluster of worker threads in this process: pynndescent compiles here
+once, not for most of a minute in each worker process (``tests/e2e/test_backends_end_to_end.py`` runs
+them on worker processes, through the command line).
 """
 
 import os
@@ -24,6 +26,15 @@ def cluster():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster, set_as_default=False) as client:
             yield cluster, client
+
+
+@pytest.fixture(scope="module")
+def threads():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            yield client
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +62,9 @@ def test_address_option_connects_to_an_existing_scheduler(cluster, data):
     np.testing.assert_array_equal(nb.indices, kneighbors(X, Q[:50], 4).indices)
 
 
-def test_nndescent_shards_report_their_measured_recall(cluster, data):
-    _, client = cluster
+def test_nndescent_shards_report_their_measured_recall(threads, data):
     X, Q = data
-    nb = kneighbors(X, Q, 5, "dask", client=client, shard_backend="nndescent", n_neighbors=15, recall_sample=200)
+    nb = kneighbors(X, Q, 5, "dask", client=threads, shard_backend="nndescent", n_neighbors=15, recall_sample=200)
     exact = kneighbors(X, Q, 5)
     hits = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(nb.indices, exact.indices)])
     assert nb.recall is not None and nb.recall >= 0.95 and hits >= 0.95
@@ -82,9 +92,8 @@ def test_a_set_smaller_than_the_shard_count_is_searched_in_fewer_shards(cluster,
         np.testing.assert_array_equal(nb.indices, exact_kneighbors(X[:rows], Q[:5], 1)[0])
 
 
-def test_nndescent_shards_escalate_to_the_target_against_brute_force(monkeypatch, cluster):
+def test_nndescent_shards_escalate_to_the_target_against_brute_force(monkeypatch, threads):
     """The shards search wider, then rebuild thicker, as one index, until they keep ``target_recall``."""
-    _, client = cluster
     measured = recall_module.RecallProbe.__init__
 
     def priced(self, *args, **kwargs):  # exact search priced far above any step: escalation runs its course
@@ -94,7 +103,7 @@ def test_nndescent_shards_escalate_to_the_target_against_brute_force(monkeypatch
     monkeypatch.setattr(recall_module.RecallProbe, "__init__", priced)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((4000, 256))  # no cluster structure: the shards' defaults fall short
-    nb = kneighbors(X, None, 10, "dask", client=client, n_shards=2, shard_backend="nndescent",
+    nb = kneighbors(X, None, 10, "dask", client=threads, n_shards=2, shard_backend="nndescent",
                     recall_sample=300, target_recall=0.97, n_trees=2, leaf_size=30)
     assert nb.backend == "dask" and nb.effort["steps"] >= 1 and nb.recall >= 0.97
     rows = rng.choice(len(X), 100, replace=False)
@@ -102,7 +111,6 @@ def test_nndescent_shards_escalate_to_the_target_against_brute_force(monkeypatch
     assert (nb.distances[rows] <= kth[:, None]).mean() >= 0.95
 
 
-# Last: a killed worker's replacement would compile pynndescent again for the tests after it.
 def test_killing_a_worker_mid_query_still_gives_the_exact_result(cluster, data):
     _, client = cluster
     X, _ = data
