@@ -6,7 +6,7 @@ blocks of rows (a few MiB each) come from heaps, where freed space stays with th
 as anything allocated later sits above it.  Stages running side by side interleave such blocks, so
 what they free is rarely returned.  Fixed thresholds keep every block of 1 MiB or more in a mapping of
 its own, returned to the system when freed.  Measured with ``benchmarks/scale.py``: at 1,000,000 rows
-the peak went from 8.48 to 7.10 GiB; at 100,000 rows from 2.69–2.77 to 2.41 GiB, for the same CPU
+the peak went from 8.48 to 7.38 GiB; at 100,000 rows from 2.69–2.77 to 2.41 GiB, for the same CPU
 time within the noise of three runs (167–204 s).
 """
 
