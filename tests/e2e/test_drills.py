@@ -74,11 +74,21 @@ class Session:
                 process.wait(timeout=30)
 
 
-@pytest.fixture
-def session(tmp_path):
-    s = Session(tmp_path, environment(tmp_path))
+def _session(folder, **extra):
+    s = Session(folder, environment(folder, **extra))
     yield s
     s.close()
+
+
+@pytest.fixture
+def session(tmp_path):
+    yield from _session(tmp_path)
+
+
+@pytest.fixture
+def unconfigured(tmp_path):
+    """A session without ``PREFECT_API_URL``: each command starts its temporary Prefect server."""
+    yield from _session(tmp_path, PREFECT_API_URL="")
 
 
 def wait_for(condition, process, what, timeout=TIMEOUT):
@@ -250,22 +260,14 @@ def _table(folder: Path) -> Path:
 
 @pytest.mark.parametrize("signum, status, dask", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
                          ids=["sigterm", "sigint-on-dask"])
-def test_a_signal_mid_stage_ends_the_run_killed_within_seconds(tmp_path, undisturbed, signum, status, dask):
+def test_a_signal_mid_stage_ends_the_run_killed_within_seconds(unconfigured, undisturbed, signum, status, dask):
     """SIGTERM (what Prefect workers, systemd and docker send) or Ctrl-C while a stage searches neighbors.
 
     With nothing configured, so that the command's temporary Prefect server must stop with it.
     """
-    session = Session(tmp_path, environment(tmp_path, PREFECT_API_URL=""))
-    try:
-        _signal_mid_stage(session, undisturbed, signum, status, dask)
-    finally:
-        session.close()
-
-
-def _signal_mid_stage(session, undisturbed, signum, status, dask):
-    table = _table(session.folder)
+    table = _table(unconfigured.folder)
     extra = ("--dask-address", "local") if dask else ()
-    process = session.start("run", "--dataset", str(table), "--methods", "pl_knn", "--stage-tasks", "yes", *extra)
+    process = unconfigured.start("run", "--dataset", str(table), "--methods", "pl_knn", "--stage-tasks", "yes", *extra)
     # The stage after the features is the neighbor search of the calibration split (seconds on 60,000 rows).
     wait_for(lambda: "Task run 'features-minmax' - Finished" in process.log.read_text(), process, "the features")
     time.sleep(1)
@@ -283,10 +285,10 @@ def _signal_mid_stage(session, undisturbed, signum, status, dask):
     verb = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted (Ctrl-C)"
     assert lines == [f"pll: {verb}: run stopped; its MLflow runs are marked KILLED"], output
     assert still_running(started, 15) == []  # the server, its watchdog and the Dask cluster stopped too
-    uri = session.env["MLFLOW_TRACKING_URI"]
+    uri = unconfigured.env["MLFLOW_TRACKING_URI"]
     assert statuses(uri, "pipeline") == ["KILLED"]
     # Nothing lost: the store and the cache serve the next run, which logs what an undisturbed one does.
-    code, output = session.run(*RUN)
+    code, output = unconfigured.run(*RUN)
     assert code == 0, output
     assert method_metrics(uri) == undisturbed["run"]
 
