@@ -26,6 +26,10 @@ def blobs(n=120, n_classes=3, seed=0):
     return X, y
 
 
+# The iteration itself, from uniform weights and without class balance: what the oracles below compute.
+PLAIN = {"init": "uniform", "class_balance": False}
+
+
 def restricted(P, bags):
     """The reference update: P on the bag, renormalised; zero mass on the bag -> uniform over the bag."""
     W = np.where(bags, P, 0.0)
@@ -40,7 +44,7 @@ def restricted(P, bags):
 
 def test_single_label_bags_give_the_inner_estimator_fitted_with_unit_weights():
     X, y = blobs()
-    clf = PlClassifier(LogisticRegression(max_iter=1000)).fit(X, y)
+    clf = PlClassifier(LogisticRegression(max_iter=1000), **PLAIN).fit(X, y)
     ref = LogisticRegression(max_iter=1000).fit(X, y, sample_weight=np.ones(len(y)))
     np.testing.assert_allclose(clf.predict_proba(X), ref.predict_proba(X), atol=1e-8)
     np.testing.assert_array_equal(clf.predict(X), ref.predict(X))
@@ -88,6 +92,10 @@ def stub():
     bags[2] = [0, 0, 0]  # empty: all classes
     bags[3] = [0, 1, 0]
     bags[4:8, 2] = False
+    bags[8:, 0] = False
+    # Outside the rows above, most probability falls in the bag: the rounds beat the class prior.
+    table[4:] = np.where(bags[4:], table[4:], 0.1 * table[4:])
+    table[4:] /= table[4:].sum(axis=1, keepdims=True)
     X = np.c_[np.arange(n), rng.normal(size=n)]
     yield X, bags, table
     FixedProba.TABLE = None
@@ -95,7 +103,7 @@ def stub():
 
 def test_weights_are_out_of_fold_probabilities_restricted_to_the_bag(stub):
     X, bags, table = stub
-    clf = PlClassifier(FixedProba(), n_folds=3, random_state=0).fit(X, bags)
+    clf = PlClassifier(FixedProba(), max_rounds=5, n_folds=3, random_state=0, **PLAIN).fit(X, bags)
     full = np.where(bags.any(axis=1, keepdims=True), bags, True)
     expected = restricted(table, full)
     np.testing.assert_allclose(clf.weights_, expected)
@@ -109,6 +117,10 @@ def test_weights_are_out_of_fold_probabilities_restricted_to_the_bag(stub):
     # a round's change: the mean over rows of the total-variation distance between old and new weights
     uniform = full / full.sum(axis=1, keepdims=True)
     assert clf.weight_changes_[0] == pytest.approx(0.5 * np.abs(expected - uniform).sum(axis=1).mean())
+    # each round scores its out-of-fold probabilities by their share in the bags, the start by the class prior's
+    in_bags = np.where(full, table, 0.0).sum(axis=1).mean()
+    prior = np.where(full, uniform.mean(axis=0), 0.0).sum(axis=1).mean()
+    assert clf.bag_probabilities_ == pytest.approx([prior, in_bags, in_bags]) and in_bags > prior
 
     fits = FixedProba.fits
     assert len(fits) == 2 * 3 + 1  # two rounds of three folds, then the final fit
@@ -138,7 +150,7 @@ def test_weights_are_out_of_fold_probabilities_restricted_to_the_bag(stub):
 
 def test_disambiguate_reads_the_final_weights(stub):
     X, bags, table = stub
-    clf = PlClassifier(FixedProba(), n_folds=3, threshold=0.7).fit(X, bags)
+    clf = PlClassifier(FixedProba(), max_rounds=5, n_folds=3, threshold=0.7, **PLAIN).fit(X, bags)
     d = clf.disambiguate()
     full = np.where(bags.any(axis=1, keepdims=True), bags, True)
     assert full[np.arange(len(X)), d.labels].all()
@@ -151,7 +163,7 @@ def test_disambiguate_reads_the_final_weights(stub):
 
 def test_max_rounds_zero_keeps_the_uniform_weights(stub):
     X, bags, _ = stub
-    clf = PlClassifier(FixedProba(), max_rounds=0, n_folds=3).fit(X, bags)
+    clf = PlClassifier(FixedProba(), max_rounds=0, n_folds=3, **PLAIN).fit(X, bags)
     full = np.where(bags.any(axis=1, keepdims=True), bags, True)
     np.testing.assert_allclose(clf.weights_, full / full.sum(axis=1, keepdims=True))
     assert (clf.n_rounds_, clf.converged_, clf.weight_changes_) == (0, False, [])
@@ -161,7 +173,7 @@ def test_max_rounds_zero_keeps_the_uniform_weights(stub):
 def test_stops_after_max_rounds_when_the_weights_keep_moving():
     X, y = blobs(90)
     S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)
-    clf = PlClassifier(max_rounds=3, tol=1e-12).fit(X, S)
+    clf = PlClassifier(max_rounds=3, tol=1e-12, **PLAIN).fit(X, S)
     assert clf.n_rounds_ == 3 and not clf.converged_ and len(clf.weight_changes_) == 3
 
 
@@ -177,7 +189,8 @@ def test_disambiguation_beats_its_first_round_and_uniform_weights_on_held_out_ro
     tr, te = slice(0, 1000), slice(1000, None)
 
     def fitted(max_rounds):
-        return PlClassifier(LogisticRegression(max_iter=1000), max_rounds=max_rounds, random_state=0).fit(X[tr], S[tr])
+        return PlClassifier(LogisticRegression(max_iter=1000), max_rounds=max_rounds, random_state=0, **PLAIN).fit(
+            X[tr], S[tr])
 
     full, first, uniform = fitted(20), fitted(1), fitted(0)
     acc = {name: (m.predict(X[te]) == y[te]).mean() for name, m in [("full", full), ("first", first), ("uniform", uniform)]}
@@ -197,8 +210,10 @@ def test_disambiguation_beats_its_first_round_and_uniform_weights_on_held_out_ro
 def test_knn_initialisation_is_the_methods_disambiguation_on_the_bag(init, method):
     X, y = blobs(60)
     S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=1)
+    X = X * [1.0, 10.0, 100.0, 1e3, 1e4]  # the search standardizes the columns: their scales do not matter
     clf = PlClassifier(init=init, max_rounds=0, random_state=0).fit(X, S)
-    labels = method(n_neighbors=10, random_state=0).fit(X, S).disambiguate()
+    standardized = (X - X.mean(axis=0)) / X.std(axis=0)
+    labels = method(n_neighbors=10, random_state=0).fit(standardized, S).disambiguate()
     np.testing.assert_allclose(clf.weights_, restricted(labels.shares, S))
     assert (clf.weights_[~S] == 0).all()
     np.testing.assert_allclose(clf.weights_.sum(axis=1), 1.0)
@@ -209,6 +224,79 @@ def test_knn_initialisation_is_the_methods_disambiguation_on_the_bag(init, metho
     assert (clf.weights_.argmax(axis=1) == y).mean() > 0.8
     with pytest.raises(InvalidParameterError, match=f"init='{init}' needs at least 11"):
         PlClassifier(init=init).fit(X[:10], S[:10])
+
+
+def test_the_default_start_is_ipal_on_more_than_10_rows_else_uniform():
+    X, y = blobs(60)
+    S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=1)
+    auto, ipal = (PlClassifier(init=init, max_rounds=0, random_state=0).fit(X, S) for init in ("auto", "ipal"))
+    assert PlClassifier().init == "auto"
+    np.testing.assert_array_equal(auto.weights_, ipal.weights_)
+    small = PlClassifier(max_rounds=0, n_folds=2).fit(X[:10], S[:10])
+    np.testing.assert_allclose(small.weights_, S[:10] / S[:10].sum(axis=1, keepdims=True))
+
+
+class BreaksOnUnequalWeights(LogisticRegression):
+    """Logistic regression, except that fitted on weights that are not all equal it predicts the least likely class."""
+
+    def fit(self, X, y, sample_weight=None):
+        self.broken_ = np.ptp(sample_weight) > 1e-12
+        return super().fit(X, y, sample_weight=sample_weight)
+
+    def predict_proba(self, X):
+        P = super().predict_proba(X)
+        return np.eye(P.shape[1])[P.argmin(axis=1)] if self.broken_ else P
+
+
+def test_a_round_whose_models_predict_the_bags_worse_is_dropped():
+    X, y = blobs(150)
+    S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)  # bags of two: uniform weights are all 1/2
+    clf = PlClassifier(BreaksOnUnequalWeights(max_iter=1000), max_rounds=5, random_state=0, **PLAIN).fit(X, S)
+    # round 1 (from uniform weights) beats the prior; round 2's models, fitted on round 1's weights, fall below it
+    prior, first, second = clf.bag_probabilities_
+    assert first > prior > second
+    np.testing.assert_allclose(clf.weights_, S / S.sum(axis=1, keepdims=True))  # the weights before round 1's
+    assert (clf.n_rounds_, clf.weight_changes_, clf.estimator_.broken_) == (0, [], False)
+    assert (clf.predict(X) == y).mean() > 0.8
+    # an estimator that does not break runs on
+    plain = PlClassifier(LogisticRegression(max_iter=1000), max_rounds=5, random_state=0, **PLAIN).fit(X, S)
+    assert plain.n_rounds_ >= 2 and np.all(np.diff(plain.bag_probabilities_) >= 0)
+
+
+def test_class_balance_fits_equal_class_totals_and_corrects_back_to_the_class_shares():
+    from sklearn.dummy import DummyClassifier
+
+    X, y = blobs(90)
+    S = pll.noise.uniform(y, 3, p=0.5, r=1, random_state=0)
+    S[y == 2] = np.eye(3, dtype=bool)[2]  # class 2 only unambiguous: its share differs from the others'
+    seen = []
+
+    class Recorder(DummyClassifier):
+        def fit(self, X, y, sample_weight=None):
+            seen.append(np.bincount(y, weights=sample_weight, minlength=3))
+            return super().fit(X, y, sample_weight=sample_weight)
+
+    clf = PlClassifier(Recorder(strategy="prior"), max_rounds=0, init="uniform").fit(X, S)
+    np.testing.assert_allclose(seen[-1], seen[-1].mean())  # every class the same total
+    shares = (S / S.sum(axis=1, keepdims=True)).mean(axis=0)
+    np.testing.assert_allclose(clf.class_prior_, shares)
+    # the prior-predicting model, fitted balanced, predicts uniform; Bayes' rule moves it back to the shares
+    np.testing.assert_allclose(clf.predict_proba(X[:3]), np.tile(shares, (3, 1)))
+    unbalanced = PlClassifier(Recorder(strategy="prior"), max_rounds=0, init="uniform", class_balance=False).fit(X, S)
+    assert unbalanced.class_prior_ is None
+    np.testing.assert_allclose(unbalanced.predict_proba(X[:3]), clf.predict_proba(X[:3]))
+
+
+def test_a_model_pickled_before_class_balance_predicts_as_it_was_fitted():
+    import pickle
+
+    X, y = blobs(60)
+    clf = PlClassifier(max_rounds=0, init="uniform", class_balance=False).fit(X, y)
+    state = dict(clf.__getstate__())
+    del state["class_balance"], state["class_prior_"]
+    old = PlClassifier.__new__(PlClassifier)
+    old.__setstate__(state)
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(old)).predict_proba(X), clf.predict_proba(X))
 
 
 # --- predictions with a reject option -----------------------------------------------------------
@@ -365,7 +453,7 @@ def test_warm_started_logistic_regression_reaches_the_cold_weights():
     X, y = blobs(300)
     S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)
     warm, cold = (PlClassifier(LogisticRegression(max_iter=5000, tol=1e-10), max_rounds=4, tol=1e-12, warm_start=w,
-                               random_state=0).fit(X, S) for w in (True, False))
+                               random_state=0, **PLAIN).fit(X, S) for w in (True, False))
     np.testing.assert_allclose(warm.weights_, cold.weights_, atol=1e-5)
     assert warm.weight_changes_ == pytest.approx(cold.weight_changes_, abs=1e-5)
     assert not warm.estimator_.get_params()["warm_start"]  # the final estimator is a fresh clone of the given one
