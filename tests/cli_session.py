@@ -1,17 +1,23 @@
 """Run several ``pll`` commands in one fresh Python process, as a user's shell session would.
 
-Usage: ``python tests/cli_session.py '[["run", ...], ["train", ...]]'``; exits with the first
-non-zero status.  Dask's LocalCluster re-imports this file in its workers, hence the guard.
+Usage: ``python tests/cli_session.py '[["run", ...], {"MLFLOW_TRACKING_URI": ...}, ["train", ...]]'``:
+a list is a command, a mapping sets environment variables for the commands after it (as ``export``
+would).  Exits with the first non-zero status.  Dask's LocalCluster re-imports this file in its
+workers, hence the guard.
 """
 
 import json
+import os
 import sys
 
 if __name__ == "__main__":
     from flows.cli import main
 
-    for argv in json.loads(sys.argv[1]):
-        print(f"$ pll {' '.join(argv)}", flush=True)
-        code = main(argv)
+    for item in json.loads(sys.argv[1]):
+        if isinstance(item, dict):
+            os.environ.update(item)
+            continue
+        print(f"$ pll {' '.join(item)}", flush=True)
+        code = main(item)
         if code:
             sys.exit(code)

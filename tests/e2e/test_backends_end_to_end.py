@@ -3,7 +3,8 @@
 pynndescent compiles its kernels on first use in a process, and the failure these tests guard
 against (numba cannot compile them while Prefect has replaced ``print``) shows only when that
 first use happens inside a flow.  The library tests compile it earlier in the pytest process, so
-each backend runs its commands in a fresh process (``tests/cli_session.py``); the Dask backends
+the backends run their commands in a fresh process (``tests/cli_session.py``): exact, nndescent and
+auto in one, each with its own store and cache, so that pynndescent compiles there once; the Dask backends
 run theirs on one LocalCluster started for the module, whose fresh worker processes first compile
 it inside the flow's tasks (each worker compiles for most of a minute: the commands' own
 LocalClusters are tested elsewhere, ``tests/e2e/test_drills.py`` and ``test_process_lifetime.py``).
@@ -60,8 +61,8 @@ def _train_arguments(args):
     return out
 
 
-def run_session(name, args, shared_data, folder, address=None):
-    """``pll run``, ``train``, ``score`` and ``benchmark`` with ``args``, in one fresh process.
+def session_commands(name, args, shared_data, folder, address=None):
+    """``pll run``, ``train``, ``score`` and ``benchmark`` with ``args``, after the variables of ``folder``'s session.
 
     ``address``: the scheduler of the Dask cluster that :data:`CLUSTER` in ``args`` stands for.
     """
@@ -78,7 +79,8 @@ def run_session(name, args, shared_data, folder, address=None):
     grid.write_text(json.dumps({"name": f"e2e-{name}", "datasets": [msrc], "seeds": [3], "methods": {"pl_knn": {}},
                                 "knn": backend, "knn_options": options, "experiment": "e2e-grid"}))
     dask = ["--dask-address", address] if "--dask-address" in args else []
-    commands = [
+    return [
+        session_variables(folder),
         # A task per stage, as on large data; the grid below takes the one-task path of small data.
         ["run", "--dataset", msrc, "--seed", "3", "--experiment", "e2e", "--stage-tasks", "yes", *args],
         ["train", "--dataset", msrc, "--seed", "3", "--method", "dst_pll", "--register", f"e2e-{name}",
@@ -87,12 +89,28 @@ def run_session(name, args, shared_data, folder, address=None):
          str(folder / "scored.parquet")],
         ["benchmark", str(grid), *dask],
     ]
-    env = {**os.environ, "PREFECT_HOME": str(folder / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}", "PLL_CACHE_DIR": str(folder / "cache")}
+
+
+def session_variables(folder):
+    """The MLflow store and stage cache of one backend's session, in ``folder``."""
+    return {"MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}", "PLL_CACHE_DIR": str(folder / "cache")}
+
+
+def run_sessions(sessions, shared_data, address=None):
+    """The sessions ``{name: (args, folder)}`` one after the other in one fresh process: ``{name: (client, output, folder)}``.
+
+    ``output`` is the whole process's.
+    """
+    commands = [c for name, (args, folder) in sessions.items()
+                for c in session_commands(name, args, shared_data, folder, address)]
+    home = next(iter(sessions.values()))[1]
+    env = {**os.environ, "PREFECT_HOME": str(home / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "cli_session.py"), json.dumps(commands)],
-                          cwd=folder, env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, f"{name}:\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
-    return MlflowClient(env["MLFLOW_TRACKING_URI"]), done.stdout + done.stderr, folder
+                          cwd=home, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, f"{list(sessions)}:\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
+    output = done.stdout + done.stderr
+    return {name: (MlflowClient(session_variables(folder)["MLFLOW_TRACKING_URI"]), output, folder)
+            for name, (args, folder) in sessions.items()}
 
 
 def pipeline_run(client):
@@ -107,9 +125,18 @@ def predictions(client, run, method):
     return pd.read_parquet(path).sort_values("row").reset_index(drop=True)
 
 
+LOCAL = ("exact", "nndescent", "auto")
+
+
 @pytest.fixture(scope="module")
-def exact_session(shared_data, tmp_path_factory):
-    return run_session("exact", BACKENDS["exact"][0], shared_data, tmp_path_factory.mktemp("exact"))
+def local_sessions(shared_data, tmp_path_factory):
+    """The backends of one machine, in one fresh process."""
+    return run_sessions({name: (BACKENDS[name][0], tmp_path_factory.mktemp(name)) for name in LOCAL}, shared_data)
+
+
+@pytest.fixture(scope="module")
+def exact_session(local_sessions):
+    return local_sessions["exact"]
 
 
 @pytest.fixture(scope="module")
@@ -122,11 +149,13 @@ def cluster_address():
 
 
 @pytest.mark.parametrize("name", list(BACKENDS))
-def test_every_command_runs_on_the_backend(name, exact_session, shared_data, tmp_path, request):
+def test_every_command_runs_on_the_backend(name, local_sessions, exact_session, shared_data, tmp_path, request):
     args, expected = BACKENDS[name]
-    address = request.getfixturevalue("cluster_address") if CLUSTER in args else None
-    client, output, folder = (exact_session if name == "exact"
-                              else run_session(name, args, shared_data, tmp_path, address))
+    if name in LOCAL:
+        client, output, folder = local_sessions[name]
+    else:
+        address = request.getfixturevalue("cluster_address")
+        client, output, folder = run_sessions({name: (args, tmp_path)}, shared_data, address)[name]
     # The commands report to the session's Prefect server: no Dask worker starts a server of its own.
     assert "Starting temporary server" not in output
     run = pipeline_run(client)

@@ -5,8 +5,10 @@ and start a worker, and ``pll serve``.  Each test runs them line by line in a fr
 ``PREFECT_*`` variables but an empty Prefect home), on a free port instead of 4200 and with the
 server's scheduler off, so that the nightly and ten-minute schedules never start a run here.  Lines
 ending in ``&`` become background processes, each in a session of its own that is ended afterwards;
-every ``--watch`` line must end in Completed.  Both orders run: serving after ``prefect deploy`` once
-crashed every served run ("Downloading flow code from storage at None").
+every ``--watch`` line must end in Completed.  Both orders of registration are covered by one pass:
+the deploy block, then the serve block (serving after ``prefect deploy`` once crashed every served
+run: "Downloading flow code from storage at None"), then the deploy block's ``prefect deploy`` line
+again, after which each way must still hold its own deployments.
 """
 
 import json
@@ -126,8 +128,7 @@ class Shell:
                     continue
 
 
-@pytest.mark.parametrize("order", [("deploy", "serve"), ("serve", "deploy")], ids="-then-".join)
-def test_readme_deployment_commands_run_as_written(tmp_path, order):
+def test_readme_deployment_commands_run_as_written(tmp_path):
     port = free_port()
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
@@ -147,9 +148,12 @@ def test_readme_deployment_commands_run_as_written(tmp_path, order):
         # The UI asks the server where the API is: the README's port, not Prefect's default.
         ui = get_json(f"http://127.0.0.1:{port}/ui-settings")
         assert ui["api_url"] == f"http://127.0.0.1:{port}/api"
-        for role in order:
+        for role in ("deploy", "serve"):
             for line in commands(blocks[role], port):
                 shell.run(line)
+        # Registering the work pool's deployments after pll serve's leaves the served ones alone.
+        (redeploy,) = [line for line in commands(blocks["deploy"], port) if "prefect deploy " in line]
+        shell.run(redeploy)
 
         # Each way keeps its own deployments, whichever registered last.
         names = [s["name"] for s in SPECS]
