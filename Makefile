@@ -24,7 +24,7 @@ run: $(STAMP)
 	$(BIN)/pll run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"

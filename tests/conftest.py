@@ -67,12 +67,7 @@ def shared_data():
 
 
 def pytest_collection_modifyitems(items):
-    """Mark each test with its folder's kind and, in ``integration`` and ``e2e``, as ``slow``.
-
-    A slow module's tests also form one ``xdist_group``: with ``--dist loadgroup`` (``make test``)
-    they run on one worker, which builds the module's fixtures (a LocalCluster, undisturbed
-    reference runs) once instead of once per worker.
-    """
+    """Mark each test with its folder's kind and, in ``integration`` and ``e2e``, as ``slow``."""
     for item in items:
         path = Path(item.fspath).resolve().relative_to(TESTS)
         folder = path.parts[0]
@@ -80,5 +75,3 @@ def pytest_collection_modifyitems(items):
             raise pytest.UsageError(f"{item.nodeid}: a test belongs in one of tests/{{{','.join(FOLDER_MARKS)}}}/")
         for name in (folder, *FOLDER_MARKS[folder]):
             item.add_marker(name)
-        if "slow" in FOLDER_MARKS[folder]:
-            item.add_marker(pytest.mark.xdist_group(path.stem))
