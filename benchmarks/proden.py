@@ -21,8 +21,8 @@ not depend on what else runs beside it.
 process's peak resident memory, the share of training rows disambiguated to their true label,
 and the fit time as a ratio to one scikit-learn epoch (``MLPClassifier.partial_fit`` over all
 copies at once, uniform weights, the same network), measured in the same run.  Measured here at
-1,000,000 rows (2,500,837 copies), beside other jobs: 644 s (5 networks x 2 epochs), 2.45 GiB
-peak, 100 % disambiguated, 18.7x one plain epoch (34 s).
+1,000,000 rows (2,500,837 copies), alone, with ``neighbor_weight=0.5``: 278 s (5 networks x 2
+epochs, one 10-neighbor search of 6 s), 2.97 GiB peak, 100 % disambiguated, 24.5x one plain epoch (11 s).
 
 Run: ``nice .venv/bin/python benchmarks/proden.py [--seeds 0 1 2 3 4] [--variants NAME ...] [--rows N]``.
 """

@@ -161,11 +161,10 @@ class Proden(BagWeightClassifier):
     weights (``n × l``, three copies while a network trains), one chunk of
     copies and a block of activations.  Measured at 1,000,000 rows × 32
     features, 20 classes (2,500,837 copies; ``benchmarks/proden.py --rows
-    1000000``, BLAS on one thread, beside other jobs on two cores): 644 s
-    for 5 networks × 2 epochs, 2.45 GiB peak for the whole benchmark.
-    (Measured before ``neighbor_weight``, which adds a 10-neighbor search of
-    the training rows, pynndescent's at that size, and a gather of the
-    neighbors' weights per reweighted block.)
+    1000000``, BLAS on one thread, alone on two cores): 278 s for 5
+    networks × 2 epochs, of which 6 s the 10-neighbor search of
+    ``neighbor_weight`` (pynndescent's at that size), 2.97 GiB peak for the
+    whole benchmark.
 
     Examples
     --------
