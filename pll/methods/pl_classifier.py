@@ -110,13 +110,16 @@ def _inner_proba(model, classes, X, n_classes):
     return P
 
 
-def _restricted(P, bags):
-    """``P`` restricted to each row's bag and renormalised; a row whose bag gets no probability: uniform over the bag."""
-    W = np.where(bags, P, 0.0)
+def _rows_normalised(W, fallback):
+    """Each row of ``W`` divided by its sum; a row that sums to 0 becomes the same row of ``fallback``."""
     total = W.sum(axis=1, keepdims=True)
     ok = total > 0.0
-    uniform = bags / bags.sum(axis=1, keepdims=True)
-    return np.where(ok, W / np.where(ok, total, 1.0), uniform)
+    return np.where(ok, W / np.where(ok, total, 1.0), fallback)
+
+
+def _restricted(P, bags):
+    """``P`` restricted to each row's bag and renormalised; a row whose bag gets no probability: uniform over the bag."""
+    return _rows_normalised(np.where(bags, P, 0.0), bags / bags.sum(axis=1, keepdims=True))
 
 
 def _class_balance(y, weights, n_classes):
@@ -137,23 +140,20 @@ def _prior_corrected(P, prior):
     ``prior`` None (a model pickled before class balancing) leaves ``P`` as
     it is; a row that the correction leaves without probability keeps ``P``.
     """
-    if prior is None:
-        return P
-    Q = P * prior
-    total = Q.sum(axis=1, keepdims=True)
-    return np.where(total > 0.0, Q / np.where(total > 0.0, total, 1.0), P)
+    return P if prior is None else _rows_normalised(P * prior, P)
 
 
 def initial_weights(init, X, bags, seed):
     """Weights to start a disambiguation from, float64 of shape (n, l): see ``init`` in :class:`PlClassifier`.
 
-    ``bags`` has no empty row (an empty bag already stands for all classes).
+    ``X`` is standardized (the kNN starts search its neighbors); ``bags`` has
+    no empty row (an empty bag already stands for all classes).
     """
     if init == "uniform" or (init == "auto" and X.shape[0] <= INIT_NEIGHBORS):
         return bags / bags.sum(axis=1, keepdims=True)
     method = INITIALISATIONS[init](n_neighbors=INIT_NEIGHBORS, knn="auto", random_state=seed)
     method = without_support_test(method)
-    return _restricted(method.fit(_standardized(X), bags).disambiguate().shares, bags)
+    return _restricted(method.fit(X, bags).disambiguate().shares, bags)
 
 
 def standardization(X):
@@ -625,7 +625,7 @@ class PlClassifier(BagWeightClassifier):
         rows, cols = np.nonzero(bags)  # the expansion, grouped by row
         seed = seed_to_int(self.random_state)
 
-        W = initial_weights(self.init, X, bags, seed)
+        W = initial_weights(self.init, _standardized(X), bags, seed)
         folds = self._folds(n, seed)
         warm = self.warm_start and _warm_startable(template)
         fold_template = clone(template, safe=False).set_params(warm_start=True) if warm else template
