@@ -5,9 +5,12 @@ against (numba cannot compile them while Prefect has replaced ``print``) shows o
 first use happens inside a flow.  The library tests compile it earlier in the pytest process, so
 the backends run their commands in a fresh process (``tests/cli_session.py``): exact, nndescent and
 auto in one, each with its own store and cache, so that pynndescent compiles there once; the Dask backends
-run theirs on one LocalCluster started for the module, whose fresh worker processes first compile
-it inside the flow's tasks (each worker compiles for most of a minute: the commands' own
-LocalClusters are tested elsewhere, ``tests/e2e/test_drills.py`` and ``test_process_lifetime.py``).
+run theirs in a second process, on one LocalCluster started for the module, whose fresh worker process
+first compiles it inside the flow's tasks.  That cluster has one worker (a worker compiles for most of a
+minute of a core, and every worker that builds an nndescent shard compiles), and the commands ask for two
+shards, as a two-worker cluster would give by default: each shard's rows and seed depend on the shard
+count alone, not on the workers.  Clusters of several workers are tested elsewhere
+(``tests/e2e/test_drills.py``, ``test_benchmark_flow.py``, ``test_process_lifetime.py``).
 The data set is msrc-v2 with seed 3: its smallest class sets are smaller than the Dask shard count.
 
 Every query's recall is measured (``recall_sample`` above the number of rows), so a logged recall
@@ -35,15 +38,17 @@ from pll.scoring import feature_names
 ROOT = Path(__file__).resolve().parents[2]
 ALL_QUERIES = {"recall_sample": 100_000}
 CLUSTER = "<the module's LocalCluster>"  # stands for its scheduler's address in the arguments below
+SHARDS = 2  # the Dask backends' shard count (on the module's one-worker cluster)
 # backend -> (extra arguments of run, train and benchmark; the backend the minmax neighbors must report)
 BACKENDS = {
     "exact": ([], "exact"),
     "nndescent": (["--knn", "nndescent", "--knn-options", json.dumps(ALL_QUERIES)], "nndescent"),
     "auto": (["--knn", "auto", "--knn-options", json.dumps({"exact_max_rows": 100, **ALL_QUERIES})],
              "nndescent"),
-    "dask-exact": (["--knn", "dask", "--dask-address", CLUSTER], "dask"),
+    "dask-exact": (["--knn", "dask", "--dask-address", CLUSTER, "--knn-options", json.dumps({"n_shards": SHARDS})],
+                   "dask"),
     "dask-nndescent": (["--knn", "dask", "--dask-address", CLUSTER, "--knn-options",
-                        json.dumps({"shard_backend": "nndescent", **ALL_QUERIES})], "dask"),
+                        json.dumps({"shard_backend": "nndescent", "n_shards": SHARDS, **ALL_QUERIES})], "dask"),
 }
 METHODS = ("pl_knn", "dst_pll", "pl_aknn")
 
@@ -143,19 +148,24 @@ def exact_session(local_sessions):
 def cluster_address():
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster:
         yield cluster.scheduler_address
 
 
+@pytest.fixture(scope="module")
+def dask_sessions(shared_data, tmp_path_factory, cluster_address):
+    """The Dask backends, in one fresh process (another than the local backends'), on the module's cluster."""
+    names = [name for name in BACKENDS if name not in LOCAL]
+    return run_sessions({name: (BACKENDS[name][0], tmp_path_factory.mktemp(name)) for name in names}, shared_data,
+                        cluster_address)
+
+
 @pytest.mark.parametrize("name", list(BACKENDS))
-def test_every_command_runs_on_the_backend(name, local_sessions, exact_session, shared_data, tmp_path, request):
-    args, expected = BACKENDS[name]
-    if name in LOCAL:
-        client, output, folder = local_sessions[name]
-    else:
-        address = request.getfixturevalue("cluster_address")
-        client, output, folder = run_sessions({name: (args, tmp_path)}, shared_data, address)[name]
+def test_every_command_runs_on_the_backend(name, local_sessions, exact_session, request):
+    expected = BACKENDS[name][1]
+    sessions = local_sessions if name in LOCAL else request.getfixturevalue("dask_sessions")
+    client, output, folder = sessions[name]
     # The commands report to the session's Prefect server: no Dask worker starts a server of its own.
     assert "Starting temporary server" not in output
     run = pipeline_run(client)
