@@ -2,8 +2,9 @@
 
 Usage: ``python tests/cli_session.py '[["run", ...], {"MLFLOW_TRACKING_URI": ...}, ["train", ...]]'``:
 a list is a command, a mapping sets environment variables for the commands after it (as ``export``
-would).  Exits with the first non-zero status.  Dask's LocalCluster re-imports this file in its
-workers, hence the guard.
+would).  Each command is announced by a line ``$ pll <arguments>`` on stdout and on stderr, so that both
+can be cut into the commands' outputs.  Exits with the first non-zero status.  Dask's LocalCluster
+re-imports this file in its workers, hence the guard.
 """
 
 import json
@@ -17,7 +18,8 @@ if __name__ == "__main__":
         if isinstance(item, dict):
             os.environ.update(item)
             continue
-        print(f"$ pll {' '.join(item)}", flush=True)
+        for stream in (sys.stdout, sys.stderr):
+            print(f"$ pll {' '.join(item)}", file=stream, flush=True)
         code = main(item)
         if code:
             sys.exit(code)

@@ -133,11 +133,15 @@ def undisturbed(tmp_path_factory):
     folder = tmp_path_factory.mktemp("undisturbed")
     s = Session(folder, environment(folder))
     (folder / "grid.yaml").write_text(json.dumps(GRID))
+    # Both commands in one process, as a shell session would run them (tests/cli_session.py): they are the
+    # reference, not the subject, so they pay Python's, Prefect's and MLflow's imports once.
+    commands = json.dumps([list(RUN), ["benchmark", "grid.yaml"]])
     try:
-        for command in (RUN, ("benchmark", "grid.yaml")):
-            code, output = s.run(*command)
-            assert code == 0, output
-            clean(output)
+        process = s.start(command=[sys.executable, str(ROOT / "tests" / "cli_session.py"), commands])
+        process.wait(timeout=TIMEOUT)
+        output = process.log.read_text()
+        assert process.returncode == 0, output  # cli_session.py stops at the first command that fails
+        clean(output)
     finally:
         s.close()
     metrics = method_metrics(s.env["MLFLOW_TRACKING_URI"])
@@ -219,28 +223,42 @@ def test_truncated_cache_entries_are_recomputed(session, undisturbed):
     assert all(p.stat().st_size > 0 for p in (session.folder / "cache").rglob("*") if p.is_file())
 
 
+# ``pll train``, then the MLflow objects that are no model (a run without one, a registered name without
+# versions), then ``pll score`` with each URI of argv ("{no_model}": the run's id): one process, as
+# tests/cli_session.py runs several commands, so that Python, Prefect and MLflow are imported once.
+_TRAIN_THEN_SCORE = """
+import sys
+from mlflow.tracking import MlflowClient
+from flows.cli import main
+
+print('train exit', main(['train', '--dataset', 'iris', '--method', 'pl_knn', '--knn', 'exact']), flush=True)
+client = MlflowClient()  # the store of MLFLOW_TRACKING_URI
+experiment = client.get_experiment_by_name('pll-train') or client.search_experiments()[0]
+no_model = client.create_run(experiment.experiment_id).info.run_id
+client.set_terminated(no_model)
+client.create_registered_model('no-versions')
+rows, scored = sys.argv[1:3]
+for model in sys.argv[3:]:
+    model = model.format(no_model=no_model)
+    print('model', model, flush=True)
+    print('exit', main(['score', '--model', model, '--input', rows, '--output', scored]), flush=True)
+"""
+
+
 def test_every_model_uri_that_is_not_a_model_is_one_line_and_status_2(session):
-    code, output = session.run("train", "--dataset", "iris", "--method", "pl_knn", "--knn", "exact")
-    assert code == 0, output
-    uri = session.env["MLFLOW_TRACKING_URI"]
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("pll-train") or client.search_experiments()[0]
-    no_model = client.create_run(experiment.experiment_id).info.run_id
-    client.set_terminated(no_model)
-    client.create_registered_model("no-versions")
     rows = session.folder / "rows.csv"
     rows.write_text("x0,x1,x2,x3\n5.1,3.5,1.4,0.2\n")
     models = [f"http://127.0.0.1:{free_port()}/", "https://example.invalid/model", str(session.folder / "nothing"),
-              f"runs:/{no_model}/model", "models:/no-versions/1", "models:/no-versions@champion"]
-    # One process scores with each, as tests/cli_session.py does.
-    script = ("import sys\nfrom flows.cli import main\nfor model in sys.argv[1:]:\n"
-              f"    print('exit', main(['score', '--model', model, '--input', {str(rows)!r}, "
-              f"'--output', {str(session.folder / 'scored.parquet')!r}]), flush=True)\n")
-    process = session.start(command=[sys.executable, "-c", script, *models])
+              "runs:/{no_model}/model", "models:/no-versions/1", "models:/no-versions@champion"]
+    process = session.start(command=[sys.executable, "-c", _TRAIN_THEN_SCORE, str(rows),
+                                     str(session.folder / "scored.parquet"), *models])
     process.wait(timeout=TIMEOUT)
     output = process.log.read_text()
     assert process.returncode == 0, output
+    assert "train exit 0" in output.splitlines(), output
     clean(output)
+    models = [line.removeprefix("model ") for line in output.splitlines() if line.startswith("model ")]
+    assert len(models) == 6 and models[3].startswith("runs:/") and "{" not in models[3], output
     assert [line for line in output.splitlines() if line.startswith("exit ")] == ["exit 2"] * len(models), output
     errors = [line for line in output.splitlines() if line.startswith("pll: error:")]
     assert len(errors) == len(models), output
