@@ -1,5 +1,6 @@
 """The ``pll`` command line: a real run, a different tracking store, and bad input."""
 
+import json
 import os
 import subprocess
 import sys
@@ -14,8 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pll(*args, cwd, env=None):
+    return _python("-m", "flows.cli", *args, cwd=cwd, env=env)
+
+
+def _python(*args, cwd, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, *args],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         capture_output=True,
@@ -167,7 +172,7 @@ def test_the_catalog_names_what_the_registries_hold():
 BAD_GRID = "name: typo\ndatasets: iris\nseeds: [0]\nnoise: {model: uniform, pp: 0.7}\nmethods: {pl_knn: {}}\n"
 
 
-@pytest.mark.parametrize("argv, message", [
+BAD_INPUTS = [
     (["run", "--dataset", "nosuch.csv"], "nosuch.csv: no such file"),
     (["run", "--noise", "uniform", "--noise-params", '{"pp": 0.7}'], "noise model 'uniform' has no parameter 'pp'"),
     (["run", "--method-params", '{"pl_knn": {"k": 3}}'], "method 'pl_knn' has no parameter(s) k"),
@@ -179,21 +184,75 @@ BAD_GRID = "name: typo\ndatasets: iris\nseeds: [0]\nnoise: {model: uniform, pp: 
     (["benchmark", "{grid}"], "noise: noise model 'uniform' has no parameter 'pp'"),
     (["score", "--model", "models:/m/1", "--input", "nosuch.csv", "--output", "out.parquet"], "nosuch.csv"),
     (["score", "--model", "models:/m/1", "--input", "{csv}", "--output", "/proc/nope/out.parquet"], "/proc/nope"),
-])
-def test_bad_input_is_one_line_before_any_server_or_store_starts(argv, message, tmp_path):
-    """Refused by the pre-flight check: one line, exit 2, no Prefect server started, nothing written anywhere."""
-    work, home = tmp_path / "work", tmp_path / "prefect-home"
-    work.mkdir()
-    grid = tmp_path / "grid.yaml"
+]
+
+# Each case's command in the case's own working folder, its file descriptors 1 and 2 sent to files of its own
+# (whatever writes to them, Python or not), its exit status printed as a JSON line.
+_COMMANDS_ONE_BY_ONE = """
+import json, os, sys, traceback
+from flows.cli import main
+
+for case in json.loads(sys.argv[1]):
+    os.chdir(case["cwd"])
+    saved = os.dup(1), os.dup(2)
+    with open(case["stdout"], "w") as out, open(case["stderr"], "w") as err:
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        try:
+            code = main(case["argv"])
+        except SystemExit as exit_:
+            code = exit_.code
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+    print(json.dumps(code), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory):
+    """Each of :data:`BAD_INPUTS` run in one fresh process, in an empty folder of its own: {index: (status, stderr, folder)}.
+
+    One process for all, as a user's shell runs one command after another, so that Python and the
+    command line are imported once; each case still has its own working folder and output.
+    """
+    root = tmp_path_factory.mktemp("bad-input")
+    grid = root / "grid.yaml"
     grid.write_text(BAD_GRID)
-    csv = tmp_path / "rows.csv"
+    csv = root / "rows.csv"
     csv.write_text("x1,x2\n0.5,1.0\n")
     places = {"{server}": f"http://127.0.0.1:{free_port()}", "{grid}": str(grid), "{csv}": str(csv)}
-    argv = [places.get(a, a) for a in argv]
-    out = _pll(*argv, cwd=work, env={"PREFECT_HOME": str(home), "PREFECT_API_URL": "", "MLFLOW_TRACKING_URI": ""})
-    assert out.returncode == 2, out.stderr
-    assert out.stderr.splitlines() == [out.stderr.strip()] and out.stderr.startswith("pll: error: "), out.stderr
-    assert message in out.stderr
+    cases = []
+    for i, (argv, _) in enumerate(BAD_INPUTS):
+        work = root / f"work-{i}"
+        work.mkdir()
+        cases.append({"argv": [places.get(a, a) for a in argv], "cwd": str(work),
+                      "stdout": str(root / f"{i}.stdout"), "stderr": str(root / f"{i}.stderr")})
+    home = root / "prefect-home"
+    out = _python("-c", _COMMANDS_ONE_BY_ONE, json.dumps(cases), cwd=root,
+                  env={"PREFECT_HOME": str(home), "PREFECT_API_URL": "", "MLFLOW_TRACKING_URI": ""})
+    assert out.returncode == 0, out.stderr[-3000:]
+    codes = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(codes) == len(cases), out.stdout
+    return home, {i: (code, Path(case["stderr"]).read_text(), Path(case["cwd"])) for i, (code, case)
+                  in enumerate(zip(codes, cases))}
+
+
+@pytest.mark.parametrize("case", range(len(BAD_INPUTS)), ids=[" ".join(argv) for argv, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_before_any_server_or_store_starts(case, refused):
+    """Refused by the pre-flight check: one line, exit 2, no Prefect server started, nothing written anywhere."""
+    home, results = refused
+    status, stderr, work = results[case]
+    assert status == 2, stderr
+    assert stderr.splitlines() == [stderr.strip()] and stderr.startswith("pll: error: "), stderr
+    assert BAD_INPUTS[case][1] in stderr
     assert list(work.iterdir()) == []  # no mlflow.db, no mlartifacts, no cache
     assert not (home / "temporary-server.log").exists()  # the server never started
     assert not Path("/pll-no-such-dir").exists()
