@@ -139,9 +139,11 @@ def test_networks_differ_and_the_prediction_averages_them():
     X, y = blobs(90)
     S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)
     clf = Proden(max_epochs=5, n_networks=3, random_state=0).fit(X, S)
-    probas = [net.predict_proba((np.cbrt(X) - clf.mean_) / clf.scale_) for net in clf.networks_]
+    Z = ((np.cbrt(X) - clf.mean_) / clf.scale_).astype(np.float32)  # the networks' input, in single precision
+    assert all(coef.dtype == np.float32 for net in clf.networks_ for coef in net.coefs_)
+    probas = [net.predict_proba(Z) for net in clf.networks_]
     assert not np.allclose(probas[0], probas[1])
-    np.testing.assert_allclose(clf.predict_proba(X), np.mean(probas, axis=0))
+    np.testing.assert_allclose(clf.predict_proba(X), np.mean(probas, axis=0), rtol=1e-6)
 
 
 # --- the reject option, conformity, candidates -----------------------------------------------------
