@@ -760,30 +760,38 @@ def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_pat
 # --- the command line -----------------------------------------------------------------------------
 
 
+def _session_outputs(text):
+    """The output of each command of a ``tests/cli_session.py`` process, cut at its ``$ pll`` lines."""
+    return [part.split("\n", 1)[1] if "\n" in part else "" for part in text.split("$ pll ")[1:]]
+
+
 def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
+    import pll as lib
+
     uri = f"sqlite:///{tmp_path / 'cli.db'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": uri}
+    ds = lib.load_dataset("iris")
+    pd.DataFrame(ds.X, columns=[f"x{j}" for j in range(4)]).to_csv(tmp_path / "new.csv", index=False)
+    # The three commands one after the other in one process, as a shell session runs them
+    # (tests/cli_session.py, which stops at the first that fails): Python and the imports are paid once.
+    commands = [["train", "--dataset", "iris", "--method", "pl_knn", "--register", "iris-knn", "--reject-lambda", "0.1",
+                 "--conformal-alpha", "0.2"],
+                ["score", "--model", "models:/iris-knn/1", "--input", "new.csv", "--output", "scored.parquet"],
+                ["score", "--model", "models:/m-0000", "--input", "new.csv", "--output", "x.parquet"]]
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "cli_session.py"), json.dumps(commands)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    stdout, stderr = _session_outputs(done.stdout), _session_outputs(done.stderr)
+    # Three commands started: train and the first score exited 0; the last one's status is the process's.
+    assert len(stdout) == len(stderr) == 3, done.stderr[-3000:]
+    assert done.returncode == 2, done.stderr[-3000:]
 
-    def pll(*args):
-        return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
-
-    trained = pll("train", "--dataset", "iris", "--method", "pl_knn", "--register", "iris-knn",
-                  "--reject-lambda", "0.1", "--conformal-alpha", "0.2")
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    lines = trained.stdout.strip().splitlines()
+    lines = stdout[0].strip().splitlines()
     model_uri = lines[-1]
     assert model_uri.startswith("models:/m-")
     assert any("models:/iris-knn/1" in line for line in lines)
 
-    import pll as lib
-
-    ds = lib.load_dataset("iris")
-    pd.DataFrame(ds.X, columns=[f"x{j}" for j in range(4)]).to_csv(tmp_path / "new.csv", index=False)
-    scored = pll("score", "--model", "models:/iris-knn/1", "--input", "new.csv", "--output", "scored.parquet")
-    assert scored.returncode == 0, scored.stderr[-3000:]
     assert (tmp_path / "scored.parquet").is_file() and (tmp_path / "scored.review.parquet").is_file()
-    assert "150 rows" in scored.stdout
+    assert "150 rows" in stdout[1]
     # Each row's conformal set, as labels and a size, in the output and in the review queue.
     rows, queue = pd.read_parquet(tmp_path / "scored.parquet"), pd.read_parquet(tmp_path / "scored.review.parquet")
     labels = rows["set"].map(lambda labels: labels.split("|") if labels else [])  # "" is the empty set
@@ -793,9 +801,7 @@ def test_cli_train_prints_the_model_uri_last_and_score_uses_it(tmp_path):
     assert run.data.params["reject_lambda"] == "0.1" and run.data.params["conformal_alpha"] == "0.2"
     assert run.data.metrics["holdout.risk"] <= 0.1 + 1e-12  # the chosen threshold beats rejecting all on the hold-out
 
-    missing = pll("score", "--model", "models:/m-0000", "--input", "new.csv", "--output", "x.parquet")
-    assert missing.returncode == 2
-    assert "models:/m-0000" in missing.stderr and "Traceback" not in missing.stderr
+    assert "models:/m-0000" in stderr[2] and "Traceback" not in stderr[2]
     assert not (tmp_path / "x.parquet").exists()
 
 
