@@ -3,7 +3,9 @@
 The Deployments section of docs/operations.md has three shell blocks: start the server, deploy to the work pool
 and start a worker, and ``pll serve``.  Each test runs them line by line in a fresh environment (no
 ``PREFECT_*`` variables but an empty Prefect home), on a free port instead of 4200 and with the
-server's scheduler off, so that the nightly and ten-minute schedules never start a run here.  Lines
+server's scheduler off, so that the nightly and ten-minute schedules never start a run here; the worker
+and ``pll serve`` look for runs to start every second instead of every ten (Prefect's settings
+``PREFECT_WORKER_QUERY_SECONDS`` and ``PREFECT_RUNNER_POLL_FREQUENCY``), so that no run waits idle.  Lines
 ending in ``&`` become background processes, each in a session of its own that is ended afterwards;
 every ``--watch`` line must end in Completed.  Both orders of registration are covered by one pass:
 the deploy block, then the serve block (serving after ``prefect deploy`` once crashed every served
@@ -136,6 +138,8 @@ def test_readme_deployment_commands_run_as_written(tmp_path):
         "PREFECT_HOME": str(tmp_path / "prefect-home"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "PREFECT_RUNNER_POLL_FREQUENCY": "1",
         # Flow runs work in the checkout: keep their MLflow store and stage cache out of it.
         "MLFLOW_TRACKING_URI": uri,
         "PLL_CACHE_DIR": str(tmp_path / "cache"),
