@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -11,16 +10,16 @@ from prefect.exceptions import TerminationSignal
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Each process waits for a common start time, then opens the store and logs one run, as a scheduled run does.
+# Each process imports what a scheduled run imports, says it is ready and waits for the word to go (a line on
+# stdin, sent to all four at once), then opens the store and logs one run, as a scheduled run does.
 FIRST_RUN = """
-import sys, time
-start = float(sys.argv[2])
-while time.time() < start:
-    pass
+import sys
 import pytest
 from mlflow.tracking import MlflowClient
 from prefect.exceptions import TerminationSignal
 from tracking.runs import experiment_id, resolve_tracking_uri
+print("ready", flush=True)
+sys.stdin.readline()
 uri = resolve_tracking_uri(sys.argv[1])
 client = MlflowClient(uri)
 client.create_run(experiment_id(client, "first", uri))
@@ -30,14 +29,24 @@ client.create_run(experiment_id(client, "first", uri))
 def test_concurrent_first_runs_on_a_new_store_all_finish(tmp_path):
     """MLflow's schema migration raced on a new file (alembic CommandError): three of four such processes died."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    # The imports take seconds; all four then open the store within a millisecond of each other.
-    start = time.time() + 12
     processes = [
-        subprocess.Popen([sys.executable, "-c", FIRST_RUN, uri, str(start)], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen([sys.executable, "-c", FIRST_RUN, uri], cwd=ROOT, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for _ in range(4)
     ]
-    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    try:
+        # The imports take seconds; once all four are ready, they open the store within a millisecond of each other.
+        for p in processes:
+            assert p.stdout.readline() == "ready\n", p.communicate(timeout=300)[0]
+        for p in processes:
+            p.stdin.write("go\n")
+        for p in processes:
+            p.stdin.flush()
+        outputs = [p.communicate(timeout=300)[0] for p in processes]
+    finally:
+        for p in processes:
+            p.kill()
+            p.wait()
     assert [p.returncode for p in processes] == [0] * 4, outputs
     client = MlflowClient(uri)
     assert len(client.search_runs([client.get_experiment_by_name("first").experiment_id])) == 4
