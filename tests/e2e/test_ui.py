@@ -14,6 +14,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
 from mlflow import MlflowClient
 
 from tests.processes import descendants, still_running
@@ -21,9 +22,13 @@ from tests.processes import descendants, still_running
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _store(tmp_path):
-    """A store shaped like `pll run`'s: a pipeline run with two method runs below it, and a grid above another."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A store shaped like `pll run`'s: a pipeline run with two method runs below it, and a grid above another.
+
+    One for the module (creating a store's tables takes seconds): the tests only read it.
+    """
+    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
     client = MlflowClient(uri)
     exp = client.create_experiment("pll")
     pipeline = client.create_run(exp, run_name="digits / seed 0",
@@ -73,8 +78,8 @@ def _stop_and_check(proc, sig, lines):
     assert not Path(log).exists()  # kept only when the server fails
 
 
-def test_pll_ui_links_the_method_runs_and_ctrl_c_stops_everything(tmp_path):
-    uri, exp, pipeline, methods, grid, nested = _store(tmp_path)
+def test_pll_ui_links_the_method_runs_and_ctrl_c_stops_everything(store):
+    uri, exp, pipeline, methods, grid, nested = store
     proc, lines = _start("--tracking-uri", uri, env={"PREFECT_API_URL": ""})  # no Prefect server: no Prefect link
     try:
         link = _link(lines, "MLflow UI of ")
@@ -103,8 +108,8 @@ def test_pll_ui_links_the_method_runs_and_ctrl_c_stops_everything(tmp_path):
         _stop_and_check(proc, signal.SIGINT, lines)
 
 
-def test_pll_ui_run_links_the_compare_view_and_sigterm_stops_everything(tmp_path):
-    uri, exp, pipeline, methods, grid, nested = _store(tmp_path)
+def test_pll_ui_run_links_the_compare_view_and_sigterm_stops_everything(store):
+    uri, exp, pipeline, methods, grid, nested = store
     env = {"PREFECT_API_URL": "http://127.0.0.1:4299/api"}
     proc, lines = _start("--tracking-uri", uri, "--run", grid, env=env)
     try:
@@ -124,8 +129,8 @@ def test_pll_ui_run_links_the_compare_view_and_sigterm_stops_everything(tmp_path
         _stop_and_check(proc, signal.SIGINT, lines)
 
 
-def test_pll_ui_refuses_an_unknown_run_and_leaves_nothing(tmp_path):
-    uri = _store(tmp_path)[0]
+def test_pll_ui_refuses_an_unknown_run_and_leaves_nothing(store):
+    uri = store[0]
     proc = subprocess.run([sys.executable, "-m", "flows.cli", "ui", "--tracking-uri", uri, "--run", "nosuchrun"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
