@@ -3,13 +3,13 @@
 pynndescent compiles its kernels on first use in a process, and the failure these tests guard
 against (numba cannot compile them while Prefect has replaced ``print``) shows only when that
 first use happens inside a flow.  The library tests compile it earlier in the pytest process, so
-the backends run their commands in a fresh process (``tests/cli_session.py``): exact, nndescent and
-auto in one, each with its own store and cache, so that pynndescent compiles there once; the Dask backends
-run theirs in a second process, on one LocalCluster started for the module, whose fresh worker process
-first compiles it inside the flow's tasks.  That cluster has one worker (a worker compiles for most of a
-minute of a core, and every worker that builds an nndescent shard compiles), and the commands ask for two
-shards, as a two-worker cluster would give by default: each shard's rows and seed depend on the shard
-count alone, not on the workers.  Clusters of several workers are tested elsewhere
+every backend runs its commands in one fresh process (``tests/cli_session.py``), one backend after the
+other, each with its own store and cache: pynndescent compiles there once, inside the nndescent backend's
+first flow.  The Dask backends come last and run theirs on one LocalCluster started for the module, whose
+fresh worker process first compiles it inside the flow's tasks.  That cluster has one worker (a worker
+compiles for most of a minute of a core, and every worker that builds an nndescent shard compiles), and
+the commands ask for two shards, as a two-worker cluster would give by default: each shard's rows and seed
+depend on the shard count alone, not on the workers.  Clusters of several workers are tested elsewhere
 (``tests/e2e/test_drills.py``, ``test_benchmark_flow.py``, ``test_process_lifetime.py``).
 The data set is msrc-v2 with seed 3: its smallest class sets are smaller than the Dask shard count.
 
@@ -130,20 +130,6 @@ def predictions(client, run, method):
     return pd.read_parquet(path).sort_values("row").reset_index(drop=True)
 
 
-LOCAL = ("exact", "nndescent", "auto")
-
-
-@pytest.fixture(scope="module")
-def local_sessions(shared_data, tmp_path_factory):
-    """The backends of one machine, in one fresh process."""
-    return run_sessions({name: (BACKENDS[name][0], tmp_path_factory.mktemp(name)) for name in LOCAL}, shared_data)
-
-
-@pytest.fixture(scope="module")
-def exact_session(local_sessions):
-    return local_sessions["exact"]
-
-
 @pytest.fixture(scope="module")
 def cluster_address():
     from distributed import LocalCluster
@@ -154,17 +140,20 @@ def cluster_address():
 
 
 @pytest.fixture(scope="module")
-def dask_sessions(shared_data, tmp_path_factory, cluster_address):
-    """The Dask backends, in one fresh process (another than the local backends'), on the module's cluster."""
-    names = [name for name in BACKENDS if name not in LOCAL]
-    return run_sessions({name: (BACKENDS[name][0], tmp_path_factory.mktemp(name)) for name in names}, shared_data,
-                        cluster_address)
+def sessions(shared_data, tmp_path_factory, cluster_address):
+    """Every backend's commands, the local backends' first, in one fresh process."""
+    return run_sessions({name: (args, tmp_path_factory.mktemp(name)) for name, (args, _) in BACKENDS.items()},
+                        shared_data, cluster_address)
+
+
+@pytest.fixture(scope="module")
+def exact_session(sessions):
+    return sessions["exact"]
 
 
 @pytest.mark.parametrize("name", list(BACKENDS))
-def test_every_command_runs_on_the_backend(name, local_sessions, exact_session, request):
+def test_every_command_runs_on_the_backend(name, sessions, exact_session):
     expected = BACKENDS[name][1]
-    sessions = local_sessions if name in LOCAL else request.getfixturevalue("dask_sessions")
     client, output, folder = sessions[name]
     # The commands report to the session's Prefect server: no Dask worker starts a server of its own.
     assert "Starting temporary server" not in output
