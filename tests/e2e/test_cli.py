@@ -186,8 +186,8 @@ BAD_INPUTS = [
     (["score", "--model", "models:/m/1", "--input", "{csv}", "--output", "/proc/nope/out.parquet"], "/proc/nope"),
 ]
 
-# Each case's command in the case's own working folder, its file descriptors 1 and 2 sent to files of its own
-# (whatever writes to them, Python or not), its exit status printed as a JSON line.
+# Each command in its own working folder, its file descriptors 1 and 2 sent to files of its own (whatever
+# writes to them, Python or not), its exit status printed as a JSON line.
 _COMMANDS_ONE_BY_ONE = """
 import json, os, sys, traceback
 from flows.cli import main
@@ -216,33 +216,42 @@ for case in json.loads(sys.argv[1]):
 """
 
 
+def _pll_one_by_one(commands, outputs, env=None):
+    """``pll argv`` for each ``(argv, working folder)`` of ``commands``, one after the other in one fresh process.
+
+    As a user's shell runs one command after another, except that Python and the command line are imported
+    once.  [(exit status, stdout, stderr)], each command's output kept in ``outputs`` (a folder).
+    """
+    cases = [{"argv": argv, "cwd": str(cwd), "stdout": str(outputs / f"{i}.stdout"), "stderr": str(outputs / f"{i}.stderr")}
+             for i, (argv, cwd) in enumerate(commands)]
+    out = _python("-c", _COMMANDS_ONE_BY_ONE, json.dumps(cases), cwd=outputs, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    codes = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(codes) == len(cases), out.stdout
+    return [(code, Path(case["stdout"]).read_text(), Path(case["stderr"]).read_text())
+            for code, case in zip(codes, cases)]
+
+
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory):
-    """Each of :data:`BAD_INPUTS` run in one fresh process, in an empty folder of its own: {index: (status, stderr, folder)}.
-
-    One process for all, as a user's shell runs one command after another, so that Python and the
-    command line are imported once; each case still has its own working folder and output.
-    """
+    """Each of :data:`BAD_INPUTS` in an empty folder of its own, all in one process: {index: (status, stderr, folder)}."""
     root = tmp_path_factory.mktemp("bad-input")
     grid = root / "grid.yaml"
     grid.write_text(BAD_GRID)
     csv = root / "rows.csv"
     csv.write_text("x1,x2\n0.5,1.0\n")
     places = {"{server}": f"http://127.0.0.1:{free_port()}", "{grid}": str(grid), "{csv}": str(csv)}
-    cases = []
+    commands = []
     for i, (argv, _) in enumerate(BAD_INPUTS):
         work = root / f"work-{i}"
         work.mkdir()
-        cases.append({"argv": [places.get(a, a) for a in argv], "cwd": str(work),
-                      "stdout": str(root / f"{i}.stdout"), "stderr": str(root / f"{i}.stderr")})
+        commands.append(([places.get(a, a) for a in argv], work))
+    outputs = root / "outputs"
+    outputs.mkdir()
     home = root / "prefect-home"
-    out = _python("-c", _COMMANDS_ONE_BY_ONE, json.dumps(cases), cwd=root,
-                  env={"PREFECT_HOME": str(home), "PREFECT_API_URL": "", "MLFLOW_TRACKING_URI": ""})
-    assert out.returncode == 0, out.stderr[-3000:]
-    codes = [json.loads(line) for line in out.stdout.splitlines()]
-    assert len(codes) == len(cases), out.stdout
-    return home, {i: (code, Path(case["stderr"]).read_text(), Path(case["cwd"])) for i, (code, case)
-                  in enumerate(zip(codes, cases))}
+    done = _pll_one_by_one(commands, outputs,
+                           env={"PREFECT_HOME": str(home), "PREFECT_API_URL": "", "MLFLOW_TRACKING_URI": ""})
+    return home, {i: (code, stderr, work) for i, ((code, _, stderr), (_, work)) in enumerate(zip(done, commands))}
 
 
 @pytest.mark.parametrize("case", range(len(BAD_INPUTS)), ids=[" ".join(argv) for argv, _ in BAD_INPUTS])
@@ -281,15 +290,20 @@ def test_a_mat_file_with_other_variable_names_runs_when_they_are_named(tmp_path)
     path = tmp_path / "renamed.mat"
     scipy.io.savemat(path, {"features": iris.X, "p_labels": S.T.astype(float), "logitlabels": np.eye(3)[iris.y].T})
 
-    refused = _pll("run", "--dataset", str(path), "--methods", "pl_knn", cwd=tmp_path)
-    assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    (line,) = [line for line in refused.stderr.splitlines() if line.startswith("pll: error: ")]
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    run = ["run", "--dataset", str(path), "--methods", "pl_knn"]
+    refused, out = _pll_one_by_one(
+        [(run, tmp_path), ([*run, "--mat-variables", "features=features,partial_labels=p_labels,labels=logitlabels"],
+                           tmp_path)], outputs)
+    status, _, stderr = refused
+    assert status == 2 and "Traceback" not in stderr
+    (line,) = [line for line in stderr.splitlines() if line.startswith("pll: error: ")]
     assert "--mat-variables" in line and "p_labels" in line and "logitlabels" in line
 
-    out = _pll("run", "--dataset", str(path), "--methods", "pl_knn", "--mat-variables",
-               "features=features,partial_labels=p_labels,labels=logitlabels", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert "Correct means: true labels" in out.stdout and "| pl_knn" in out.stdout
+    status, stdout, stderr = out
+    assert status == 0, stderr
+    assert "Correct means: true labels" in stdout and "| pl_knn" in stdout
 
 
 @pytest.mark.parametrize("argv", [["serve"], ["run", "--methods", "pl_knn"]])
