@@ -24,7 +24,10 @@ copies at once, uniform weights, the same network), measured in the same run.  M
 1,000,000 rows (2,500,837 copies), alone, with ``neighbor_weight=0.5``: 278 s (5 networks x 2
 epochs, one 10-neighbor search of 6 s), 2.97 GiB peak, 100 % disambiguated, 24.5x one plain epoch (11 s).
 
-Run: ``nice .venv/bin/python benchmarks/proden.py [--seeds 0 1 2 3 4] [--variants NAME ...] [--rows N]``.
+``--datasets``: other real-world sets in the same ``.mat`` format by path (e.g. ``lost.mat``, which the
+project does not ship), in place of or beside the shared ones.
+
+Run: ``nice .venv/bin/python benchmarks/proden.py [--seeds 0 1 2 3 4] [--datasets NAME|PATH ...] [--variants NAME ...] [--rows N]``.
 """
 
 from __future__ import annotations
@@ -58,8 +61,14 @@ VARIANTS = {
     "init=ipal": {"init": "ipal"},
     "neighbor_weight=0 (PRODEN as published)": {"neighbor_weight": 0.0},
     "neighbor_weight=0.3": {"neighbor_weight": 0.3},
+    "no class balance": {"class_balance": False},
 }
 CLEANING = {"cleaning alpha=0.1": 0.1, "cleaning alpha=0.05": 0.05, "cleaning alpha=0.02": 0.02}
+
+
+def data_path(name):
+    """A shared real-world set's file by name (``bird-song``), or any other path as given."""
+    return DATA / f"{name}.mat" if name in DATASETS else Path(name)
 
 
 def cleaned_bags(X, S, alpha, seed):
@@ -75,11 +84,11 @@ def cleaned_bags(X, S, alpha, seed):
     return kept
 
 
-def measure(params, seeds, clean_alpha=None, protocol="none"):
+def measure(params, seeds, datasets, clean_alpha=None, protocol="none"):
     """Test accuracies by data set (one per seed), the fit seconds of all of them, and cleaning's effect."""
     accuracy, seconds, bags = {}, 0.0, []
-    for name in DATASETS:
-        ds = pll.load_dataset(DATA / f"{name}.mat", protocol=protocol)
+    for name in datasets:
+        ds = pll.load_dataset(data_path(name), protocol=protocol)
         accuracy[name] = []
         for seed in seeds:
             train, test = pll.train_test_split(ds, random_state=seed)
@@ -128,6 +137,8 @@ def at_scale(n_rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS),
+                        help="shared real-world sets by name, or paths of other .mat files in the same format")
     parser.add_argument("--variants", nargs="+", default=[*VARIANTS, *CLEANING], choices=[*VARIANTS, *CLEANING])
     parser.add_argument("--protocol", default="none", choices=["none", "dst-pll"],
                         help="how the data sets are prepared (pll.load_dataset); dst-pll: as the DST-PLL paper")
@@ -138,17 +149,18 @@ def main(argv=None):
             at_scale(args.rows)
         return
     print(f"seeds {args.seeds}; protocol {args.protocol}; defaults: {pll.Proden().get_params()}")
-    print(f"| variant | {' | '.join(DATASETS)} | fit time ratio |\n| --- |{' --- |' * len(DATASETS)} --- |")
+    names = [Path(name).stem for name in args.datasets]
+    print(f"| variant | {' | '.join(names)} | fit time ratio |\n| --- |{' --- |' * len(names)} --- |")
     baseline = None
     with threadpool_limits(1):
         for variant in args.variants:
             params, clean_alpha = VARIANTS.get(variant, {}), CLEANING.get(variant)
-            accuracy, seconds, bags = measure(params, args.seeds, clean_alpha, args.protocol)
+            accuracy, seconds, bags = measure(params, args.seeds, args.datasets, clean_alpha, args.protocol)
             baseline = baseline or seconds
             cells = " | ".join(f"{100 * np.mean(a):.1f} ± {100 * np.std(a, ddof=1) if len(a) > 1 else 0:.1f}"
                                for a in accuracy.values())
             print(f"| {variant} | {cells} | {seconds / baseline:.2f} |", flush=True)
-            for name in DATASETS:
+            for name in args.datasets:
                 mine = np.array([b[1:] for b in bags if b[0] == name])
                 if mine.size:
                     print(f"  {name}: bag size {mine[:, 0].mean():.2f} -> {mine[:, 1].mean():.2f}, "

@@ -215,7 +215,12 @@ class BagWeightClassifier(ClassifierMixin, BaseEstimator):
     """scikit-learn checks these estimators fail, and why (``tests/unit/test_estimator_checks.py`` runs them)."""
 
     def __setstate__(self, state):
-        """A model pickled before a parameter existed gets its default."""
+        """A model pickled before a parameter existed gets its default; one fitted before class balancing, no prior.
+
+        Its probabilities then need no correction (``class_prior_`` None).
+        """
+        if "weights_" in state and "class_prior_" not in state:
+            state = {**state, "class_prior_": None}
         super().__setstate__({**_missing_defaults(type(self), state), **state})
 
     def _n_neighbors_needed(self):
@@ -684,8 +689,3 @@ class PlClassifier(BagWeightClassifier):
         """The final estimator's probabilities for checked ``X`` (:meth:`BagWeightClassifier.predict_proba`)."""
         return _prior_corrected(_inner_proba(self.estimator_, self._inner_classes, X, self.n_classes_), self.class_prior_)
 
-    def __setstate__(self, state):
-        """A model pickled before class balancing was fitted without it: its probabilities need no correction."""
-        if "estimator_" in state and "class_prior_" not in state:
-            state = {**state, "class_prior_": None}
-        super().__setstate__(state)
