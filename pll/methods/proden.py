@@ -1,4 +1,4 @@
-"""PRODEN (Lv et al., ICML 2020): a network trained on every candidate, weighted by its own belief in it."""
+"""PRODEN (Lv et al., ICML 2020): a network trained on every row's candidates, weighted by its own belief in them."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ from .._random import seed_to_int
 from ..neighbors import kneighbors
 from ..progress import blocks, track
 from ..validation import check_params, check_X, encode_bags
+from .perceptron import Adam, Perceptron, one_cycle
 from .pl_classifier import (
     INIT_NEIGHBORS,
     INITIALISATIONS,
     BagWeightClassifier,
-    _fit_inner,
-    _inner_proba,
     _class_balance,
     _prior_corrected,
     _restricted,
@@ -26,57 +25,55 @@ from .pl_classifier import (
     standardization,
 )
 
-CHUNK_COPIES = 2**16
-"""(row, candidate) copies gathered per ``partial_fit`` call: the expanded rows are never copied whole."""
-MIN_STEPS_PER_EPOCH = 20
-"""Gradient steps an epoch takes at least: on small data the batches shrink (iris, 96 training rows and
-about 250 copies, would otherwise take one step per epoch and end its 50 epochs barely trained)."""
+SCALINGS = ("minmax", "standard", "cube_root")
+LARGE_DATA_ROWS = 5000
+"""From this many training rows ``batch_size="auto"`` takes 256 rows per step instead of 16 (the authors' rule)."""
+REPORT_ROWS = 2**16
+"""Rows of minibatches between two progress reports."""
 PREDICT_ROWS = 2**14
-"""Rows per block when a network predicts: its hidden activations stay near 32 MiB per 256 units."""
+"""Rows per block when a network predicts: its hidden activations stay near 20 MiB per 300 units."""
 
 
 class Proden(BagWeightClassifier):
-    """PRODEN: a multi-layer perceptron trained on every (row, candidate) pair, reweighted each epoch by itself.
+    """PRODEN: a network trained on every row's weights over its bag, which it re-estimates as it learns.
 
     Progressive identification of true labels (Lv, Xu, Feng, Niu, Geng,
-    Sugiyama, ICML 2020).  Each training row ``i`` counts once per candidate
-    ``c`` of its bag ``S_i``, with weight ``w_ic`` (a row's weights sum to 1,
-    zero outside the bag), and the network minimises the weighted
-    cross-entropy ``Σ_i Σ_c w_ic (−log p_c(x_i))``.  After every chunk of
-    copies (an epoch, on data of fewer than :data:`CHUNK_COPIES` copies) the
-    weights of the chunk's rows become the network's probabilities
+    Sugiyama, ICML 2020).  Each training row ``i`` has weights ``w_ic`` over
+    the candidates ``c`` of its bag ``S_i`` (summing to 1, zero outside the
+    bag, uniform at the start), and the network minimises the weighted
+    cross-entropy ``Σ_i Σ_c w_ic (−log p_c(x_i))`` by minibatches; after each
+    step the weights of the batch's rows become the network's probabilities
     restricted to the bag and renormalised, so the network's growing
-    certainty about the easy rows sharpens the targets of the hard ones.  With
-    ``neighbor_weight`` ``β > 0`` the new weights restrict
-    ``(1 − β) p(x_i) + β · mean_j w_j`` instead, the mean over the row's 10
-    nearest training rows (standardized features, the ``auto`` search): a
-    row's neighbors vote on its bag, as IPAL's propagation does, where the
-    network alone is unsure.  An empty bag counts as all classes.
+    certainty about the easy rows sharpens the targets of the hard ones.  An
+    empty bag counts as all classes.
 
-    With ``class_balance`` (the default) every epoch weighs each class's
-    copies so that all classes carry the same total weight, and the
-    prediction moves the networks' probabilities back to the classes' shares
-    of the final weights by Bayes' rule (``class_prior_``).  Without it a
-    frequent label that shares its bags with rarer ones takes their rows:
-    uniform start weights give it the most mass, the network learns it
-    everywhere, and the reweighting locks it in.
+    The network and its training are those of the authors' reference code
+    as the UAI 2025 study of Fuchs & Kalinke runs it (arXiv:2502.07661):
+    three hidden layers of 300 units, each ReLU followed by batch
+    normalisation (:class:`pll.methods.perceptron.Perceptron`, in numpy);
+    Adam with weight decay on a one-cycle schedule that peaks at
+    ``learning_rate``; 100 epochs of minibatches of 16 rows (256 from
+    5,000 rows on); features scaled to [0, 1] on the training rows.  Batch
+    normalisation is what the reweighting needs: without it a network fits
+    its own early mistakes and the weights lock them in.  Over 5 splits (80/20,
+    ``benchmarks/proden.py``), these defaults reach {LOST} on lost (a
+    real-world set the project does not ship; the study reports 78.9 % for its
+    PRODEN), {BIRD} on bird-song and {MSRC} on msrc-v2; scikit-learn's
+    perceptron, which has no batch normalisation, reached 65.0, 76.4 and
+    65.6 % with the tuning of the previous version (class balance, five
+    networks, neighbor votes), and 59.9, 75.1 and 55.1 % without the class
+    balance.  Features are scaled inside the estimator; no feature pipeline
+    is needed in front of it.
 
-    The network is scikit-learn's :class:`~sklearn.neural_network.MLPClassifier`
-    (ReLU, Adam), fitted epoch by epoch with ``partial_fit`` on shuffled
-    chunks of :data:`CHUNK_COPIES` copies: memory holds ``X`` and one chunk,
-    never the whole expansion.  Features are transformed inside the
-    estimator: a signed cube root (``cube_root``), then standardized (zero
-    mean, unit variance, learned at ``fit``), since Adam's steps and the L2
-    penalty assume features on one scale; no feature pipeline is needed in
-    front of it.
-
-    ``n_networks`` networks, from different seeds, are trained this way
-    independently; the prediction averages their probabilities.  One network
-    is a noisy estimate, and five made the prediction better on both
-    real-world sets: over 5 splits (80/20, ``neighbor_weight=0``, no
-    ``class_balance``), bird-song 73.6 % against 73.4 %
-    with one, msrc-v2 55.1 % against 54.0 %, for 7 times the fit time
-    (``benchmarks/proden.py`` measures each choice of the defaults).
+    Options that help some data and hurt other (measured one at a time in
+    the same benchmark): ``class_balance`` weighs each class's targets so
+    that all classes carry the same total weight every epoch, and moves the
+    prediction back to the classes' shares of the final weights by Bayes'
+    rule (``class_prior_``); ``neighbor_weight`` ``β > 0`` restricts
+    ``(1 − β) p(x_i) + β · mean_j w_j`` instead of ``p(x_i)``, the mean over
+    the row's 10 nearest training rows (the scaled features, the ``auto``
+    search); ``n_networks`` networks from different seeds are trained
+    independently and their probabilities averaged.
 
     Its reject option is shared with :class:`pll.PlClassifier`: accept iff
     the top probability is ``>= threshold`` (the DST-PLL paper's rule for
@@ -88,60 +85,51 @@ class Proden(BagWeightClassifier):
 
     Parameters
     ----------
-    cube_root : bool, default=True
-        Take ``sign(x) |x|^(1/3)`` of every feature before standardizing:
-        it compresses heavy tails (bird-song's features reach 10^5 with a
-        median of 0.09; msrc-v2's are sparse histograms) so that a few
-        extreme values do not dominate the first layer.  On msrc-v2 it
-        raised the test accuracy by 4 points (``benchmarks/proden.py``).
-        For non-negative features a min-max scaling in front changes
-        nothing (the root of ``x / max`` is the root of ``x`` rescaled).
-    hidden_layer_sizes : tuple of int, default=(256,)
+    hidden_layer_sizes : tuple of int, default=(300, 300, 300)
         Units of each hidden layer.
+    scaling : {"minmax", "standard", "cube_root"}, default="minmax"
+        The network's input: each feature scaled to [0, 1] on the training
+        rows; or standardized (zero mean, unit variance); or its signed cube
+        root standardized, which compresses heavy tails.  On lost the
+        standardized features lost {STD_LOST} points against the scaling to
+        [0, 1] (``benchmarks/proden.py``).
     alpha : float >= 0, default=1e-4
-        L2 penalty of the network (scikit-learn's, divided by the weight of
-        each minibatch).
-    learning_rate_init : float > 0, default=1e-3
-        Adam's step size.
-    batch_size : int, default=256
-        Copies per gradient step, at most: an epoch takes at least
-        :data:`MIN_STEPS_PER_EPOCH` steps, with smaller batches on small data.
-    max_epochs : int, default=50
-        Epochs over all copies.
+        Weight decay: an L2 penalty added to every gradient, as PyTorch's Adam.
+    learning_rate : float > 0, default=1e-2
+        The peak of Adam's one-cycle step size (PyTorch's ``OneCycleLR``): it
+        rises from a 25th of it over the first 30 % of the steps, then falls
+        to a 250,000th.
+    batch_size : int >= 2 or "auto", default="auto"
+        Rows per gradient step; ``"auto"``: 16 below 5,000 training rows,
+        256 from there (the authors' rule).  Small batches matter: on lost
+        64 rows a step reached {B64_LOST} against {LOST} with 16.
+    max_epochs : int, default=100
+        Epochs over all rows.
     max_steps : int, default=20000
         Fewer epochs where ``max_epochs`` would take more gradient steps
-        per network (at least one epoch): large data needs fewer passes, and
-        its weights move after every chunk.  At 1,000,000 rows of bags of
-        2.5 labels it leaves 2 epochs; bird-song's 50 epochs (8,700 copies) take 1,700 steps.
-    n_networks : int, default=5
+        per network (at least one epoch): large data needs fewer passes.  At
+        1,000,000 rows (3,906 steps an epoch) it leaves 5 epochs; bird-song
+        (3,998 training rows, 249 steps an epoch) runs 80.
+    n_networks : int, default=1
         Networks averaged, each with its own seed and weights.
-    class_balance : bool, default=True
+    class_balance : bool, default=False
         Train on class-balanced weights and correct the prediction by the
-        class prior, as above.  Over 5 splits (80/20) with the other
-        defaults it raised the test accuracy on msrc-v2 from 55.1 % to
-        65.6 %, on bird-song from 75.1 % to 76.4 %, and on lost (a
-        real-world set the project does not ship) from 59.9 % to 65.0 %
-        (``benchmarks/proden.py --variants defaults "no class balance"``).
-    neighbor_weight : float in [0, 1), default=0.5
-        ``β`` above: the share of the neighbors' mean weights in each
-        reweighting; 0 is PRODEN as published.  Over 5 splits (80/20) with
-        the other defaults but before ``class_balance``, 0.5 reached 75.1 %
-        on bird-song against 73.6 % for 0, and 55.1 % on msrc-v2 with
-        either; one network with 0.3 gave 74.4 % on bird-song.
+        class prior, as above.  It helped msrc-v2 ({MSRC} to {BAL_MSRC}) and
+        bird-song ({BIRD} to {BAL_BIRD}), and hurt lost ({LOST} to
+        {BAL_LOST}), whose disambiguation it misleads.
+    neighbor_weight : float in [0, 1), default=0.0
+        ``β`` above; 0 is PRODEN as published.
     init : {"uniform", "pl_knn", "ipal", "auto"}, default="uniform"
         Initial weights, as in :class:`pll.PlClassifier` (computed on the
-        standardized features): uniform over the bag, or a kNN method's
+        scaled features): uniform over the bag, or a kNN method's
         disambiguation; ``"pl_knn"`` and ``"ipal"`` need at least 11 rows,
-        ``"auto"`` is IPAL's on more than 10 rows and uniform on fewer.  Uniform by
-        default, so that the method needs no neighbor search: IPAL's start
-        gained 0.3 points on bird-song and 0.6 on msrc-v2, within the
-        spread over splits.
+        ``"auto"`` is IPAL's on more than 10 rows and uniform on fewer.
     threshold : float in [0, 1], default=0.9
         Accept iff the top probability is ``>= threshold``.
     conflict_margin : float in [0, 1], default=0.2
         ``conflict`` when the runner-up's probability is within this margin.
     random_state : int or None, default=None
-        Seed of the networks' initial weights, of the order of the copies and
+        Seed of the networks' initial weights, of the order of the rows and
         of the kNN start; None draws fresh randomness, as in scikit-learn.
         Ties among top probabilities are drawn keyed by (seed, row position).
 
@@ -155,12 +143,12 @@ class Proden(BagWeightClassifier):
         Only when ``X`` was a data frame with string column names.
     S_train_ : ndarray of shape (n, l), bool
         The candidate sets over ``classes_`` (empty bags stay empty here).
-    mean_, scale_ : ndarray of shape (d,)
-        The standardization of the (cube-rooted) features: ``(X - mean_) /
-        scale_`` (a constant feature has scale 1).
-    networks_ : list of estimators
-        The fitted networks (a :class:`~sklearn.dummy.DummyClassifier` when
-        every bag holds the same single class).
+    offset_, scale_ : ndarray of shape (d,)
+        The network's input is ``(f(X) - offset_) / scale_``, ``f`` the cube
+        root for ``scaling="cube_root"`` and the identity otherwise (a
+        constant feature has scale 1).
+    networks_ : list of Perceptron
+        The fitted networks.
     weights_ : ndarray of shape (n, l), float64
         The networks' final weights, averaged: each row's distribution over
         its bag; :meth:`disambiguate` reads them.
@@ -175,23 +163,20 @@ class Proden(BagWeightClassifier):
 
     Notes
     -----
-    Time is ``n_networks × n_epochs_`` passes over ``Σ_i |S_i|`` copies
-    (an empty bag counts ``l``), plus a prediction of each chunk's rows for
-    the reweighting.  Memory: ``X`` standardized (a copy), the
-    weights (``n × l``, three copies while a network trains), one chunk of
-    copies and a block of activations.  Measured at 1,000,000 rows × 32
-    features, 20 classes (2,500,837 copies; ``benchmarks/proden.py --rows
-    1000000``, BLAS on one thread, alone on two cores): 278 s for 5
-    networks × 2 epochs, of which 6 s the 10-neighbor search of
-    ``neighbor_weight`` (pynndescent's at that size), 2.97 GiB peak for the
-    whole benchmark.
+    Time is ``n_networks × n_epochs_`` passes over the rows, each a forward
+    and a backward pass of the network; the reweighting reuses the forward
+    pass's probabilities.  Memory: ``X`` scaled (a float32 copy), the weights
+    (``n × l`` float64, three copies while a network trains) and one
+    minibatch's activations.  Measured at 1,000,000 rows × 32 features, 20
+    classes (``benchmarks/proden.py --rows 1000000``, BLAS on one thread):
+    {SCALE}.
 
     Examples
     --------
     >>> import numpy as np, pll
     >>> X = np.array([[0.0], [0.2], [0.4], [0.6], [1.0], [1.2], [1.4], [1.6]])
     >>> S = [{"a", "b"}, {"a"}, {"a", "c"}, {"a"}, {"b", "c"}, {"c"}, {"c"}, {"a", "c"}]
-    >>> clf = pll.Proden(max_epochs=30, n_networks=1, random_state=0).fit(X, S)
+    >>> clf = pll.Proden(max_epochs=30, random_state=0).fit(X, S)
     >>> clf.classes_.tolist(), clf.predict([[0.1], [1.5]]).tolist()
     (['a', 'b', 'c'], ['a', 'c'])
     >>> r = clf.predict_with_reject([[0.1], [1.5]])
@@ -200,11 +185,11 @@ class Proden(BagWeightClassifier):
     """
 
     _parameter_constraints = {
-        "cube_root": ["boolean"],
+        "scaling": [StrOptions(set(SCALINGS))],
         "hidden_layer_sizes": [tuple, list],  # of positive ints: _validate_params
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "max_steps": [Interval(Integral, 1, None, closed="left")],
         "n_networks": [Interval(Integral, 1, None, closed="left")],
@@ -218,26 +203,26 @@ class Proden(BagWeightClassifier):
 
     def __init__(
         self,
-        hidden_layer_sizes=(256,),
+        hidden_layer_sizes=(300, 300, 300),
         *,
-        cube_root=True,
+        scaling="minmax",
         alpha=1e-4,
-        learning_rate_init=1e-3,
-        batch_size=256,
-        max_epochs=50,
+        learning_rate=1e-2,
+        batch_size="auto",
+        max_epochs=100,
         max_steps=20_000,
-        n_networks=5,
-        neighbor_weight=0.5,
-        class_balance=True,
+        n_networks=1,
+        neighbor_weight=0.0,
+        class_balance=False,
         init="uniform",
         threshold=0.9,
         conflict_margin=0.2,
         random_state=None,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
-        self.cube_root = cube_root
+        self.scaling = scaling
         self.alpha = alpha
-        self.learning_rate_init = learning_rate_init
+        self.learning_rate = learning_rate
         self.batch_size = batch_size
         self.max_epochs = max_epochs
         self.max_steps = max_steps
@@ -265,7 +250,7 @@ class Proden(BagWeightClassifier):
             )
 
     def fit(self, X, S, neighbors=None):
-        """Train the networks on the weighted copies, reweighting after every epoch.
+        """Train the networks on the rows' weights, reweighting the rows of every minibatch.
 
         Parameters
         ----------
@@ -286,36 +271,39 @@ class Proden(BagWeightClassifier):
         check_init_rows(self, n)
         S_train, classes = encode_bags(S, n)
         bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
-        self.mean_, self.scale_ = standardization(np.cbrt(X) if self.cube_root else X)
-        Z = self._standardized(X)
+        self.offset_, self.scale_ = self._scaling_of(X)
+        Z = self._scaled(X)
         seed = seed_to_int(self.random_state)
-
-        rows, cols = np.nonzero(bags)  # the expansion, grouped by row
-        self._inner_classes = np.unique(cols)
         self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
+        self._inner_classes = np.flatnonzero(bags.any(axis=0))  # a class in no bag gets no probability
         start = initial_weights(self.init, Z, bags, seed)
-        if self._inner_classes.size < 2:  # every copy has the same label: nothing to disambiguate
-            model, _ = _fit_inner(None, Z[rows], cols, start[rows, cols])
-            self.networks_, self.weights_, self.class_prior_ = [model], start, None
-            self.n_epochs_ = 0
-            self.weight_changes_ = np.zeros((self.n_networks, 0))
-            return self
         self._train_neighbors = self._own_neighbors(Z, seed)
         self.networks_, total, changes = [], np.zeros(bags.shape), []
         for k in range(self.n_networks):  # one network's weights at a time: n x l each
             # BLAS on one thread: minibatch products are too small to share, and on two busy cores
             # threads made a bird-song network 12 times slower (56 s against 4.7 s).
             with threadpool_limits(1):
-                net, W, network_changes = self._train(Z, bags, rows, cols, start, seed, k)
+                net, W, network_changes = self._train(Z, bags, start, seed, k)
             self.networks_.append(net)
             total += W
             changes.append(network_changes)
+        del self._train_neighbors
         self.weights_ = total / self.n_networks
         self.class_prior_ = self.weights_.mean(axis=0) if self.class_balance else None
-        del self._train_neighbors
         self.weight_changes_ = np.array(changes)
         self.n_epochs_ = self.weight_changes_.shape[1]
         return self
+
+    def _scaling_of(self, X):
+        """``(offset, scale)`` of the features, shape (d,) each, so that the network's input is ``(f(X) - offset) / scale``."""
+        if self.scaling == "minmax":
+            low, spread = X.min(axis=0), np.ptp(X, axis=0)
+            return low, np.where(spread > 0.0, spread, 1.0)
+        return standardization(np.cbrt(X) if self.scaling == "cube_root" else X)
+
+    def _scaled(self, X):
+        """The network's input: ``X`` scaled as ``scaling`` says, in float32 (the networks' precision)."""
+        return (((np.cbrt(X) if self.scaling == "cube_root" else X) - self.offset_) / self.scale_).astype(np.float32)
 
     def _own_neighbors(self, Z, seed):
         """Indices of every training row's nearest other rows (at most 10), or None without ``neighbor_weight``."""
@@ -324,76 +312,83 @@ class Proden(BagWeightClassifier):
             return None
         return kneighbors(Z, None, k=k, backend="auto", random_state=seed).indices
 
-    def _standardized(self, X):
-        """The network's input: ``X`` cube-rooted (``cube_root``), standardized, in float32.
+    def _batch(self, n):
+        """Rows per gradient step: ``batch_size``, or for ``"auto"`` 16 below :data:`LARGE_DATA_ROWS` rows and 256 from there."""
+        if self.batch_size == "auto":
+            return 16 if n < LARGE_DATA_ROWS else 256
+        return self.batch_size
 
-        Single precision halves the networks' arithmetic and memory (scikit-learn's
-        perceptron keeps its input's precision); standardized inputs need no more.
+    def _epochs(self, n):
+        """``max_epochs``, fewer where they would take more than ``max_steps`` gradient steps (at least one)."""
+        if self.n_classes_ == 1:  # every row's one label is certain: nothing to learn
+            return 0
+        return max(1, min(self.max_epochs, self.max_steps // self._steps_per_epoch(n)))
+
+    def _steps_per_epoch(self, n):
+        return max(1, n // self._batch(n))
+
+    def _train(self, Z, bags, W, seed, k):
+        """Network ``k``: epochs of minibatches, reweighting each minibatch's rows; (net, weights, changes).
+
+        A step computes the network's probabilities ``P`` of the batch's rows
+        (normalised by the batch's statistics), follows the gradient of the
+        weighted cross-entropy ``Σ_c t_ic (−log P_ic)`` with targets ``t`` the
+        rows' weights (times each class's balancing factor), and sets the
+        rows' weights to ``P`` restricted to their bags, as the authors' code
+        does: each row's weights move once per epoch, with the network's
+        view of it just before the step.
         """
-        return (((np.cbrt(X) if self.cube_root else X) - self.mean_) / self.scale_).astype(np.float32)
-
-    def _train(self, Z, bags, rows, cols, W, seed, k):
-        """Network ``k``: epochs over shuffled chunks of copies, reweighting after each; (net, weights, changes)."""
-        from sklearn.neural_network import MLPClassifier
-
         rng = np.random.default_rng([seed, k])
-        net = MLPClassifier(
-            hidden_layer_sizes=tuple(self.hidden_layer_sizes),
-            alpha=self.alpha,
-            batch_size=self.batch_size,
-            learning_rate_init=self.learning_rate_init,
-            shuffle=False,  # the copies come shuffled, chunk by chunk
-            random_state=int(rng.integers(2**31)),
-        )
-        m, changes, W = rows.size, [], W.copy()
-        classes = np.arange(W.shape[1])
-        ones = np.ones(classes.size)
-        batch = min(self.batch_size, -(-m // MIN_STEPS_PER_EPOCH))
-        epochs = self._epochs(m)
-        # One progress stream over all epochs: the copies of epoch e are positions e*m .. (e+1)*m.
-        parts = [slice(e * m + b.start, e * m + b.stop) for e in range(epochs) for b in blocks(m, CHUNK_COPIES)]
-        for part in track(parts, f"Proden network {k + 1} of {self.n_networks} (copies x {epochs} epochs)"):
-            epoch, first = divmod(part.start, m)
+        n, l = W.shape
+        net = Perceptron(Z.shape[1], l, tuple(self.hidden_layer_sizes), rng)
+        optimiser = Adam(net.params.size, self.alpha)
+        W, changes = W.copy(), []
+        classes = np.arange(l)
+        n_steps, epochs = self._steps_per_epoch(n), self._epochs(n)
+        total = n_steps * epochs
+        # One progress stream over all epochs: epoch e's rows are positions e*n .. (e+1)*n.
+        parts = [slice(e * n + b.start, e * n + b.stop) for e in range(epochs) for b in blocks(n, REPORT_ROWS)]
+        for part in track(parts, f"Proden network {k + 1} of {self.n_networks} (rows x {epochs} epochs)"):
+            epoch, first = divmod(part.start, n)
             if first == 0:
-                order, before = rng.permutation(m), W.copy()
+                # n_steps batches of nearly equal size (none of one row: batch statistics need two)
+                order, before = rng.permutation(n), W.copy()
+                edges = np.linspace(0, n, n_steps + 1).astype(np.int64)
                 # Each class's factor for the epoch: every class the same total weight (1 without class_balance).
-                factor = _class_balance(classes, W.sum(axis=0), classes.size)[0] if self.class_balance else ones
-            chunk = order[first:first + part.stop - part.start]
-            net.batch_size = min(batch, chunk.size)  # a short last chunk: no clipping warning
-            net.partial_fit(Z[rows[chunk]], cols[chunk], classes=self._inner_classes,
-                            sample_weight=W[rows[chunk], cols[chunk]] * factor[cols[chunk]])
-            self._reweight(W, net, Z, bags, np.unique(rows[chunk]))
-            if part.stop == (epoch + 1) * m:
+                factor = _class_balance(classes, W.sum(axis=0), l)[0] if self.class_balance else np.ones(l)
+                factor = factor.astype(np.float32)
+            last = part.stop - epoch * n
+            starts = edges[:-1]
+            for b in range(np.searchsorted(starts, first), np.searchsorted(starts, last)):  # batches starting here
+                rows = order[edges[b]:edges[b + 1]]
+                P = net.forward(Z[rows], train=True)
+                targets = W[rows].astype(np.float32) * factor
+                net.backward((P * targets.sum(axis=1, keepdims=True) - targets) / rows.size)
+                optimiser.step(net.params, net.grads, *one_cycle(epoch * n_steps + b, total, self.learning_rate))
+                self._reweight(W, P, bags, rows)
+            if part.stop == (epoch + 1) * n:
                 changes.append(float(0.5 * np.abs(W - before).sum(axis=1).mean()))
         return net, W, changes
 
-    def _epochs(self, copies):
-        """``max_epochs``, fewer where they would take more than ``max_steps`` gradient steps (at least one)."""
-        steps_per_epoch = -(-copies // min(self.batch_size, -(-copies // MIN_STEPS_PER_EPOCH)))
-        return max(1, min(self.max_epochs, self.max_steps // steps_per_epoch))
+    def _reweight(self, W, P, bags, rows):
+        """Set the weights of ``rows`` to the network's probabilities ``P`` of them, restricted to their bags.
 
-    def _reweight(self, W, net, Z, bags, rows):
-        """Set the weights of ``rows`` to the network's probabilities, restricted to their bags and renormalised.
-
-        After each chunk of copies, for the rows it held (PRODEN's update
-        after each minibatch, a chunk at a time): on small data a chunk is
-        an epoch; on large data the weights move many times per epoch.
+        With ``neighbor_weight`` β, to ``(1 − β) P + β`` · the mean weights of
+        each row's nearest training rows, restricted.
         """
         nb, beta = self._train_neighbors, self.neighbor_weight
-        for b in blocks(rows.size, PREDICT_ROWS):
-            these = rows[b]
-            P = _inner_proba(net, self._inner_classes, Z[these], self.n_classes_)
-            if nb is not None:
-                P = (1 - beta) * P + beta * W[nb[these]].mean(axis=1)
-            W[these] = _restricted(P, bags[these])
+        P = P.astype(np.float64)
+        if nb is not None:
+            P = (1 - beta) * P + beta * W[nb[rows]].mean(axis=1)
+        W[rows] = _restricted(P, bags[rows])
 
     def _proba(self, X):
         """The networks' mean probabilities for checked ``X``, block by block, rows summing to 1 in float64."""
         P = np.zeros((X.shape[0], self.n_classes_))
         for b in blocks(X.shape[0], PREDICT_ROWS):
-            Z = self._standardized(X[b])
+            Z = self._scaled(X[b])
             for net in self.networks_:
-                P[b] += _inner_proba(net, self._inner_classes, Z, self.n_classes_)
+                P[b, self._inner_classes] += net.forward(Z)[:, self._inner_classes]
         P /= P.sum(axis=1, keepdims=True)  # the networks' float32 rows sum to 1 within 1e-7 only
         return _prior_corrected(P, self.class_prior_)
 

@@ -12,13 +12,17 @@ def split(shared_data, name, seed):
     return pll.train_test_split(ds, random_state=seed)
 
 
+def dst_pll_accuracy(train, test):
+    """DST-PLL's test accuracy with its defaults on min-max features, the baseline a strong learner must beat."""
+    scaler = MinMaxScaler().fit(train.X)
+    dst = pll.DstPll(random_state=0).fit(scaler.transform(train.X), train.S)
+    return (dst.predict(scaler.transform(test.X)) == test.y).mean()
+
+
 def test_boosting_with_the_defaults_beats_dst_pll_on_bird_song(shared_data):
     train, test = split(shared_data, "bird-song", 0)
     ours = pll.PlClassifier(HistGradientBoostingClassifier(), random_state=0).fit(train.X, train.S)
-    scaler = MinMaxScaler().fit(train.X)
-    dst = pll.DstPll(random_state=0).fit(scaler.transform(train.X), train.S)
-    accuracy = (ours.predict(test.X) == test.y).mean()
-    baseline = (dst.predict(scaler.transform(test.X)) == test.y).mean()
+    accuracy, baseline = (ours.predict(test.X) == test.y).mean(), dst_pll_accuracy(train, test)
     assert accuracy >= baseline + 0.03, (accuracy, baseline)
 
 
@@ -29,8 +33,9 @@ def test_class_balance_keeps_unregularised_boosting_from_collapsing_on_msrc_v2(s
     assert (model.predict(test.X) == test.y).mean() > 0.4
 
 
-def test_proden_with_its_defaults_beats_the_published_state_of_the_art_on_msrc_v2(shared_data):
-    """Class balance: 65.6 % over 5 splits (benchmarks/proden.py), 55.1 % without it; the best published is 54.8 %."""
-    train, test = split(shared_data, "msrc-v2", 0)
+def test_proden_with_its_defaults_beats_dst_pll_on_bird_song(shared_data):
+    """The authors' recipe (batch-normalised network, minibatches of 16): 72.4 % on this split against DST-PLL's 67.4 %."""
+    train, test = split(shared_data, "bird-song", 0)
     model = pll.Proden(random_state=0).fit(train.X, train.S)
-    assert (model.predict(test.X) == test.y).mean() > 0.6
+    accuracy, baseline = (model.predict(test.X) == test.y).mean(), dst_pll_accuracy(train, test)
+    assert accuracy > 0.7 and accuracy >= baseline + 0.03, (accuracy, baseline)
