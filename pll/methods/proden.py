@@ -9,6 +9,7 @@ from threadpoolctl import threadpool_limits
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 
 from .._random import seed_to_int
+from ..errors import PllError
 from ..neighbors import kneighbors
 from ..progress import blocks, track
 from ..validation import check_params, check_X, encode_bags
@@ -233,6 +234,15 @@ class Proden(BagWeightClassifier):
         self.threshold = threshold
         self.conflict_margin = conflict_margin
         self.random_state = random_state
+
+    def __setstate__(self, state):
+        """Refuse a model fitted before Proden's networks were its own (scikit-learn's, without ``offset_``): refit it."""
+        if "networks_" in state and "offset_" not in state:
+            raise PllError(
+                "this Proden model was fitted by an earlier pll (scikit-learn networks without batch normalisation), "
+                "which this one cannot run; fit it again, e.g. with `pll train --method proden`"
+            )
+        super().__setstate__(state)
 
     def _validate_params(self):
         """scikit-learn's checks of ``_parameter_constraints``, and positive layer sizes, which they cannot say.

@@ -195,6 +195,29 @@ def test_a_model_pickled_before_class_balance_predicts_as_it_was_fitted():
     np.testing.assert_allclose(pickle.loads(pickle.dumps(old)).predict_proba(X), clf.predict_proba(X))
 
 
+def test_a_model_fitted_with_scikit_learns_networks_is_refused_naming_the_fix():
+    import pickle
+
+    X, y = blobs(60)
+    state = dict(Proden(**FAST, random_state=0).fit(X, y).__getstate__())
+    state["mean_"] = state.pop("offset_")  # what the earlier version stored
+    old = Proden.__new__(Proden)
+    with pytest.raises(pll.errors.PllError, match="earlier pll .* fit it again"):
+        old.__setstate__(state)
+    with pytest.raises(pll.errors.PllError, match="pll train --method proden"):
+        pickle.loads(pickle.dumps(_Pickled(state)))
+
+
+class _Pickled:
+    """An object that unpickles as a Proden with ``state``, as an old model file would."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def __reduce__(self):
+        return Proden.__new__, (Proden,), self.state
+
+
 # --- the reject option, conformity, candidates -----------------------------------------------------
 
 
