@@ -5,10 +5,10 @@ normalisation, and PRODEN's reweighting needs it: with the recipe of the
 authors' networks (three hidden layers of 300, each ReLU followed by batch
 normalisation, Adam on a one-cycle schedule, minibatches of 16) a network
 disambiguates 91 % of lost's training rows and classifies 80 % of its test rows;
-without the normalisation, 62 % and 34 % (3 and 2 splits, ``benchmarks/proden.py``
-records the defaults' measurements).  The noise of batch statistics over 16 rows
-keeps the network from fitting its own early mistakes, which the reweighting
-would otherwise lock in.
+without the normalisation, 62 % and 34 % (2 splits of the same recipe;
+``benchmarks/proden.py`` records the defaults over 5).  Presumably the noise of
+batch statistics over 16 rows keeps the network from fitting its own early
+mistakes, which the reweighting would otherwise lock in.
 """
 
 from __future__ import annotations
