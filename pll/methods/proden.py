@@ -315,9 +315,9 @@ class Proden(BagWeightClassifier):
             return low, np.where(spread > 0.0, spread, 1.0)
         return standardization(np.cbrt(X) if self.scaling == "cube_root" else X)
 
-    def _scaled(self, X):
-        """The network's input: ``X`` scaled as ``scaling`` says, in float32 (the networks' precision)."""
-        return (((np.cbrt(X) if self.scaling == "cube_root" else X) - self.offset_) / self.scale_).astype(np.float32)
+    def _scaled(self, X, dtype=np.float32):
+        """The network's input: ``X`` scaled as ``scaling`` says, in float32 (the networks' precision) unless told."""
+        return (((np.cbrt(X) if self.scaling == "cube_root" else X) - self.offset_) / self.scale_).astype(dtype)
 
     def _own_neighbors(self, Z, seed):
         """Indices of every training row's nearest other rows (at most 10), or None without ``neighbor_weight``."""
@@ -397,13 +397,17 @@ class Proden(BagWeightClassifier):
         W[rows] = _restricted(P, bags[rows])
 
     def _proba(self, X):
-        """The networks' mean probabilities for checked ``X``, block by block, rows summing to 1 in float64."""
+        """The networks' mean probabilities for checked ``X``, block by block, rows summing to 1 in float64.
+
+        In float64 (the float32 weights promoted): in float32 a row's probabilities
+        would depend in their last digit on which rows share its block.
+        """
         P = np.zeros((X.shape[0], self.n_classes_))
         for b in blocks(X.shape[0], PREDICT_ROWS):
-            Z = self._scaled(X[b])
+            Z = self._scaled(X[b], np.float64)
             for net in self.networks_:
                 P[b, self._inner_classes] += net.forward(Z)[:, self._inner_classes]
-        P /= P.sum(axis=1, keepdims=True)  # the networks' float32 rows sum to 1 within 1e-7 only
+        P /= P.sum(axis=1, keepdims=True)
         return _prior_corrected(P, self.class_prior_)
 
     def fit_summary(self):

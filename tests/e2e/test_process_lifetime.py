@@ -125,7 +125,9 @@ time.sleep(600)
 
 def test_a_tied_child_stops_when_its_parent_is_killed(session, tmp_path):
     parent = session(sys.executable, "-c", _TIE_A_SLEEPER)
-    started = _kill_once_up(parent, tmp_path / "output.log", lambda processes, output: output.strip())
+    # killed once the child has said its pid and its watchdog is up (on a loaded machine it can lag the child)
+    started = _kill_once_up(parent, tmp_path / "output.log", lambda processes, output: output.strip() and any(
+        "flows.lifeline" in _cmdline(p) for p in processes))
     child = int((tmp_path / "output.log").read_text())
     assert child in {p.pid for p in started} and any("flows.lifeline" in _cmdline(p) for p in started)
     _assert_all_gone(started)
