@@ -33,6 +33,10 @@ REPORT_ROWS = 2**16
 """Rows of minibatches between two progress reports."""
 PREDICT_ROWS = 2**14
 """Rows per block when a network predicts: its hidden activations stay near 20 MiB per 300 units."""
+CLEANING_START = 10
+"""Epochs before candidate cleaning starts: the network first learns from the whole bags (the study's choice)."""
+MIN_CALIBRATION_ROWS = 100
+"""Fewest calibration rows of candidate cleaning (the study's choice), next to a fifth of the rows."""
 
 
 class Proden(BagWeightClassifier):
@@ -74,7 +78,21 @@ class Proden(BagWeightClassifier):
     ``(1 − β) p(x_i) + β · mean_j w_j`` instead of ``p(x_i)``, the mean over
     the row's 10 nearest training rows (the scaled features, the ``auto``
     search); ``n_networks`` networks from different seeds are trained
-    independently and their probabilities averaged.
+    independently and their probabilities averaged; ``cleaning_alpha`` drops
+    candidates outside the network's conformal sets while it trains.
+
+    Candidate cleaning follows Fuchs & Kalinke's conformal PRODEN
+    (arXiv:2502.07661, their code): at the start of every epoch the network
+    (in inference mode) scores calibration rows, ``1 − max_{c ∈ S_j} p_c(x_j)``,
+    and from epoch 10 on a batch row's new weights are restricted to the
+    candidates ``c`` whose conformal p-value ``(#{j: score_j ≥ 1 − p_c(x_i)(1 − ε)} + 1) / (m + 1)``
+    exceeds ``cleaning_alpha + β``, where ``ε = 2^−(epoch − 9)`` eases the
+    cleaning in and ``β`` is the batch's mean probability outside its bags
+    (how far the network is from its bags); a row with no such candidate keeps
+    its bag.  Calibration rows are the rows whose bag holds one label, when
+    there are at least a fifth of the rows (and 100) of them, otherwise a
+    random fifth of the rows (at least 100); all rows train (the study holds
+    the random fifth out of training from 1,000 rows per class on).
 
     Its reject option is shared with :class:`pll.PlClassifier`: accept iff
     the top probability is ``>= threshold`` (the DST-PLL paper's rule for
@@ -114,6 +132,9 @@ class Proden(BagWeightClassifier):
         (3,998 training rows, 249 steps an epoch) runs 80.
     n_networks : int, default=1
         Networks averaged, each with its own seed and weights.
+    cleaning_alpha : float in (0, 1) or None, default=None
+        Candidate cleaning at this level, as above; None: none.  It needs
+        more than 10 epochs (see ``max_steps``).
     class_balance : bool, default=False
         Train on class-balanced weights and correct the prediction by the
         class prior, as above.  It helped msrc-v2 (54.5 % to 55.9 %) and
@@ -200,6 +221,7 @@ class Proden(BagWeightClassifier):
         "n_networks": [Interval(Integral, 1, None, closed="left")],
         "neighbor_weight": [Interval(Real, 0, 1, closed="left")],
         "class_balance": ["boolean"],
+        "cleaning_alpha": [Interval(Real, 0, 1, closed="neither"), None],
         "init": [StrOptions(set(INITIALISATIONS))],
         "threshold": [Interval(Real, 0, 1, closed="both")],
         "conflict_margin": [Interval(Real, 0, 1, closed="both")],
@@ -219,6 +241,7 @@ class Proden(BagWeightClassifier):
         n_networks=1,
         neighbor_weight=0.0,
         class_balance=False,
+        cleaning_alpha=None,
         init="uniform",
         threshold=0.9,
         conflict_margin=0.2,
@@ -234,6 +257,7 @@ class Proden(BagWeightClassifier):
         self.n_networks = n_networks
         self.neighbor_weight = neighbor_weight
         self.class_balance = class_balance
+        self.cleaning_alpha = cleaning_alpha
         self.init = init
         self.threshold = threshold
         self.conflict_margin = conflict_margin
@@ -292,6 +316,7 @@ class Proden(BagWeightClassifier):
         self._inner_classes = np.flatnonzero(bags.any(axis=0))  # a class in no bag gets no probability
         start = initial_weights(self.init, Z, bags, seed)
         self._train_neighbors = self._own_neighbors(Z, seed)
+        self._calibration = self._calibration_rows(bags, seed)
         self.networks_, total, changes = [], np.zeros(bags.shape), []
         for k in range(self.n_networks):  # one network's weights at a time: n x l each
             # BLAS on one thread: minibatch products are too small to share, and on two busy cores
@@ -301,7 +326,7 @@ class Proden(BagWeightClassifier):
             self.networks_.append(net)
             total += W
             changes.append(network_changes)
-        del self._train_neighbors
+        del self._train_neighbors, self._calibration
         self.weights_ = total / self.n_networks
         self.class_prior_ = self.weights_.mean(axis=0) if self.class_balance else None
         self.weight_changes_ = np.array(changes)
@@ -325,6 +350,37 @@ class Proden(BagWeightClassifier):
         if self.neighbor_weight == 0 or k < 1:
             return None
         return kneighbors(Z, None, k=k, backend="auto", random_state=seed).indices
+
+    def _calibration_rows(self, bags, seed):
+        """Rows whose scores calibrate candidate cleaning (see the class docstring), or None without it."""
+        if self.cleaning_alpha is None:
+            return None
+        n = bags.shape[0]
+        m = min(n, max(MIN_CALIBRATION_ROWS, n // 5))
+        single = np.flatnonzero(bags.sum(axis=1) == 1)
+        return single if single.size >= m else np.sort(np.random.default_rng([seed, 11]).permutation(n)[:m])
+
+    def _calibration_scores(self, net, Z, bags):
+        """The calibration rows' non-conformity ``1 − max_{c ∈ S_j} p_c(x_j)`` (inference mode), sorted; None without cleaning."""
+        rows = self._calibration
+        if rows is None:
+            return None
+        P = np.concatenate([net.forward(Z[rows[b]]) for b in blocks(rows.size, PREDICT_ROWS)])
+        return np.sort(1.0 - np.where(bags[rows], P, 0.0).max(axis=1))
+
+    def _allowed(self, P, bags, scores, epoch):
+        """The batch's bags narrowed to their conformal sets (cleaning, from epoch 10 on), or the bags.
+
+        ``P``: the batch's probabilities; ``scores``: the calibration rows'
+        sorted scores at the start of the epoch, None without cleaning.
+        """
+        if scores is None:
+            return bags
+        beta = float(np.where(bags, 0.0, P).sum(axis=1).mean())
+        eps = 0.5 ** (epoch - CLEANING_START + 1)
+        at_least = scores.size - np.searchsorted(scores, 1.0 - P * (1.0 - eps), side="left")
+        kept = bags & ((at_least + 1) / (scores.size + 1) > self.cleaning_alpha + beta)
+        return np.where(kept.any(axis=1, keepdims=True), kept, bags)
 
     def _batch(self, n):
         """Rows per gradient step: ``batch_size``, or for ``"auto"`` 16 below :data:`LARGE_DATA_ROWS` rows and 256 from there."""
@@ -371,6 +427,7 @@ class Proden(BagWeightClassifier):
                 # Each class's factor for the epoch: every class the same total weight (1 without class_balance).
                 factor = _class_balance(classes, W.sum(axis=0), l)[0] if self.class_balance else np.ones(l)
                 factor = factor.astype(np.float32)
+                scores = self._calibration_scores(net, Z, bags) if epoch >= CLEANING_START else None
             last = part.stop - epoch * n
             starts = edges[:-1]
             for b in range(np.searchsorted(starts, first), np.searchsorted(starts, last)):  # batches starting here
@@ -379,13 +436,15 @@ class Proden(BagWeightClassifier):
                 targets = W[rows].astype(np.float32) * factor
                 net.backward((P * targets.sum(axis=1, keepdims=True) - targets) / rows.size)
                 optimiser.step(net.params, net.grads, *one_cycle(epoch * n_steps + b, total, self.learning_rate))
-                self._reweight(W, P, bags, rows)
+                self._reweight(W, P, self._allowed(P, bags[rows], scores, epoch), rows)
             if part.stop == (epoch + 1) * n:
                 changes.append(float(0.5 * np.abs(W - before).sum(axis=1).mean()))
         return net, W, changes
 
-    def _reweight(self, W, P, bags, rows):
-        """Set the weights of ``rows`` to the network's probabilities ``P`` of them, restricted to their bags.
+    def _reweight(self, W, P, allowed, rows):
+        """Set the weights of ``rows`` to the network's probabilities ``P`` of them, restricted to ``allowed``.
+
+        ``allowed``: the rows' bags, or with ``cleaning_alpha`` their candidates in the conformal sets.
 
         With ``neighbor_weight`` β, to ``(1 − β) P + β`` · the mean weights of
         each row's nearest training rows, restricted.
@@ -394,7 +453,7 @@ class Proden(BagWeightClassifier):
         P = P.astype(np.float64)
         if nb is not None:
             P = (1 - beta) * P + beta * W[nb[rows]].mean(axis=1)
-        W[rows] = _restricted(P, bags[rows])
+        W[rows] = _restricted(P, allowed)
 
     def _proba(self, X):
         """The networks' mean probabilities for checked ``X``, block by block, rows summing to 1 in float64.

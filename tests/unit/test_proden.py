@@ -10,7 +10,7 @@ from sklearn.datasets import make_classification
 import pll
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError
 from pll.methods import METHODS, make_method
-from pll.methods.proden import LARGE_DATA_ROWS, Proden
+from pll.methods.proden import CLEANING_START, LARGE_DATA_ROWS, Proden
 
 FAST = {"max_epochs": 10, "n_networks": 1}
 
@@ -159,6 +159,59 @@ def test_networks_differ_and_the_prediction_averages_them():
     assert plain.class_prior_ is None
     plain_probas = [net.forward(Z) for net in plain.networks_]
     np.testing.assert_allclose(plain.predict_proba(X), np.mean(plain_probas, axis=0), rtol=1e-6)
+
+
+# --- candidate cleaning ---------------------------------------------------------------------------
+
+
+def test_cleaning_keeps_the_candidates_whose_conformal_p_value_exceeds_alpha_plus_beta():
+    """The vectorised sets against a count row by row and class by class, ties between scores included."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, l, m = rng.integers(1, 12), rng.integers(2, 6), rng.integers(1, 25)
+        P = np.round(rng.dirichlet(np.ones(l), size=n), 1).astype(np.float32)
+        bags = rng.random((n, l)) < 0.5
+        bags[np.arange(n), rng.integers(0, l, n)] = True
+        scores = np.sort(np.round(rng.random(m), 1))
+        epoch, alpha = int(rng.integers(CLEANING_START, CLEANING_START + 4)), float(rng.uniform(0.01, 0.3))
+        beta = sum(P[i, c] for i in range(n) for c in range(l) if not bags[i, c]) / n
+        keep = np.zeros((n, l), dtype=bool)
+        for i in range(n):
+            for c in np.flatnonzero(bags[i]):
+                score = 1.0 - P[i, c] * (1.0 - 0.5 ** (epoch - CLEANING_START + 1))
+                keep[i, c] = ((scores >= score).sum() + 1) / (m + 1) > alpha + beta
+            keep[i] = keep[i] if keep[i].any() else bags[i]
+        np.testing.assert_array_equal(Proden(cleaning_alpha=alpha)._allowed(P, bags, scores, epoch), keep)
+
+
+def test_cleaning_calibrates_on_the_rows_of_one_label_when_there_are_enough_of_them():
+    bags = np.ones((600, 3), dtype=bool)
+    bags[:150, 1:] = False  # 150 rows of one label: at least a fifth (120)
+    np.testing.assert_array_equal(Proden(cleaning_alpha=0.05)._calibration_rows(bags, 0), np.arange(150))
+    bags[100:150] = True  # 100 of them: too few, so a random fifth
+    rows = Proden(cleaning_alpha=0.05)._calibration_rows(bags, 0)
+    assert rows.size == 120 == np.unique(rows).size and not np.array_equal(rows, np.arange(120))
+    assert Proden(cleaning_alpha=0.05)._calibration_rows(bags[:50], 0).size == 50  # at least 100: all there are
+    assert Proden()._calibration_rows(bags, 0) is None
+
+
+def test_cleaning_drops_candidates_from_the_weights_and_still_recovers_the_true_labels(ambiguous, fitted):
+    X, y, S = ambiguous
+    cleaned = Proden(max_epochs=30, n_networks=2, cleaning_alpha=0.05, random_state=0).fit(X[:1000], S[:1000])
+    inside = S[:1000].astype(bool)
+    # restricted to the conformal sets, some candidates get no weight at all; softmax alone leaves none at 0
+    assert (cleaned.weights_[inside] == 0).mean() > 0.3 and (fitted.weights_[inside] == 0).mean() < 0.01
+    assert (cleaned.weights_[~inside] == 0).all()
+    np.testing.assert_allclose(cleaned.weights_.sum(axis=1), 1.0)
+    assert (cleaned.disambiguate().labels == y[:1000]).mean() > 0.85
+    assert (cleaned.predict(X[1000:]) == y[1000:]).mean() > 0.8
+
+
+def test_cleaning_starts_after_ten_epochs():
+    X, y = blobs(120)
+    S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)
+    plain, cleaned = (Proden(max_epochs=CLEANING_START, cleaning_alpha=a, random_state=0).fit(X, S) for a in (None, 0.05))
+    np.testing.assert_array_equal(plain.weights_, cleaned.weights_)
 
 
 def test_class_balance_recovers_a_rare_class_that_always_shares_its_bag_with_a_frequent_one():
@@ -336,6 +389,8 @@ def test_bad_data_gets_the_same_errors_as_the_other_methods():
         ({"scaling": "robust"}, "'scaling'"),
         ({"init": "knn"}, "'init'"),
         ({"neighbor_weight": 1.0}, "'neighbor_weight'"),
+        ({"cleaning_alpha": 0.0}, "'cleaning_alpha'"),
+        ({"cleaning_alpha": 1.0}, "'cleaning_alpha'"),
         ({"threshold": 1.5}, "'threshold'"),
         ({"random_state": -1}, "'random_state'"),
     ],
