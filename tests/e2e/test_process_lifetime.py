@@ -129,7 +129,9 @@ def test_a_tied_child_stops_when_its_parent_is_killed(session, tmp_path):
     started = _kill_once_up(parent, tmp_path / "output.log", lambda processes, output: output.strip() and any(
         "flows.lifeline" in _cmdline(p) for p in processes))
     child = int((tmp_path / "output.log").read_text())
-    assert child in {p.pid for p in started} and any("flows.lifeline" in _cmdline(p) for p in started)
+    # the watchdog was among them while the parent was frozen (_kill_once_up checks); its command line cannot be
+    # read again here, since once the parent is dead it stops the child and exits, which is what this test wants
+    assert child in {p.pid for p in started}
     _assert_all_gone(started)
 
 
