@@ -3,8 +3,8 @@
 Every variant is ``pll.Proden(**defaults, **change)`` fitted on the training part of
 ``pll.train_test_split`` (80/20, seeds 0-4) of the shared real-world sets, as loaded (``--protocol none``;
 prepared as the DST-PLL paper does, ``--protocol dst-pll``: the classes of 95 % of the rows; or as Fuchs &
-Kalinke's code does, ``--protocol uai-2025``: the classes of 99 % of the rows), and scored on the test part: test accuracy
-mean ± std over the seeds (%), and fit seconds summed over seeds and data sets as a ratio to the first
+Kalinke's code does, ``--protocol uai-2025``: the classes of 99 % of the rows), and scored on the test
+part: test accuracy mean ± std over the seeds (%), and fit seconds summed over seeds and data sets as a ratio to the first
 variant, measured in the same run.
 
 The variants ``cleaning alpha=A`` are candidate cleaning with the project's conformal sets (after
@@ -21,8 +21,8 @@ BLAS is held to one thread, so the ratios do not depend on what else runs beside
 The oracle is the study's result files (their repository's ``results/proden-2020_*`` and
 ``conformal-proden_*``, test accuracy over their 5 splits, data as ``--protocol uai-2025``
 prepares it): PRODEN 75.6 ± 1.1 on bird-song, 54.3 ± 1.8 on msrc-v2, 78.9 ± 3.0 on lost; conformal
-PRODEN 77.0 ± 0.9, 54.6 ± 3.4, 80.1 ± 4.4 (std over splits, ddof 1).  The defaults here, under that preparation: 74.8 ± 0.6,
-54.4 ± 2.5, 78.5 ± 3.3.
+PRODEN 77.0 ± 0.9, 54.6 ± 3.4, 80.1 ± 4.4 (std over splits, ddof 1).  The defaults here, under that
+preparation: 74.8 ± 0.6, 54.4 ± 2.5, 78.5 ± 3.3.
 
 ``--rows N``: instead, the defaults at scale on ``N`` rows of
 :func:`pll.data.synthetic.make_partial_label_table` (the scale benchmark's table: 32 features,
@@ -165,7 +165,8 @@ def main(argv=None):
                         help="shared real-world sets by name, or paths of other .mat files in the same format")
     parser.add_argument("--variants", nargs="+", default=[*VARIANTS, *CLEANING], choices=[*VARIANTS, *CLEANING])
     parser.add_argument("--protocol", default="none", choices=["none", "dst-pll", "uai-2025"],
-                        help="how the data sets are prepared: dst-pll as the DST-PLL paper, uai-2025 as Fuchs & Kalinke")
+                        help="how the data sets are prepared: dst-pll as the DST-PLL paper, "
+                             "uai-2025 as Fuchs & Kalinke")
     parser.add_argument("--rows", type=int, default=None, help="measure the defaults at scale instead")
     args = parser.parse_args(argv)
     if args.rows is not None:

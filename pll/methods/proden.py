@@ -70,8 +70,8 @@ class Proden(BagWeightClassifier):
     balance.  With the data prepared as the study prepares it (the classes of
     99 % of the rows, ``--protocol uai-2025``) they reach 74.8, 54.4 and 78.5 %
     on bird-song, msrc-v2 and lost, where the study's result files give its
-    PRODEN 75.6, 54.3 and 78.9 %.  Features are scaled inside the estimator; no feature pipeline
-    is needed in front of it.
+    PRODEN 75.6, 54.3 and 78.9 %.  Features are scaled inside the estimator;
+    no feature pipeline is needed in front of it.
 
     Options that help some data and hurt other (measured one at a time in
     the same benchmark): ``class_balance`` weighs each class's targets so
@@ -368,7 +368,7 @@ class Proden(BagWeightClassifier):
         return single if single.size >= m else np.sort(np.random.default_rng([seed, 11]).permutation(n)[:m])
 
     def _calibration_scores(self, net, Z, bags):
-        """The calibration rows' non-conformity ``1 − max_{c ∈ S_j} p_c(x_j)`` (inference mode), sorted; None without cleaning."""
+        """The calibration rows' scores ``1 − max_{c ∈ S_j} p_c(x_j)`` (inference mode), sorted; None without cleaning."""
         rows = self._calibration
         if rows is None:
             return None

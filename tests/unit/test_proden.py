@@ -210,7 +210,8 @@ def test_cleaning_drops_candidates_from_the_weights_and_still_recovers_the_true_
 def test_cleaning_starts_after_ten_epochs():
     X, y = blobs(120)
     S = pll.noise.uniform(y, 3, p=1.0, r=1, random_state=0)
-    plain, cleaned = (Proden(max_epochs=CLEANING_START, cleaning_alpha=a, random_state=0).fit(X, S) for a in (None, 0.05))
+    plain, cleaned = (Proden(max_epochs=CLEANING_START, cleaning_alpha=alpha, random_state=0).fit(X, S)
+                      for alpha in (None, 0.05))
     np.testing.assert_array_equal(plain.weights_, cleaned.weights_)
 
 
