@@ -257,6 +257,8 @@ def _conformal_lines(fit, metrics):
     """What a run's conformal calibration chose, what its sets cost and cover, and what the bags alone say of them."""
     temperature = fit["conformal_temperature"]
     plausibility = "" if temperature is None else f", plausibility temperature {temperature:.3g}"
+    if fit.get("conformal_weights"):
+        plausibility += f", weights {fit['conformal_weights']}"
     coverage = f", coverage {metrics['coverage']:.3f}" if "coverage" in metrics else ""
     yield (f"procedure {fit['conformal_procedure']} (score {fit['conformal_score']}{plausibility}), "
            f"q̂ {fit['conformal_quantile']:.4g} from {fit['conformal_calibration_rows']} calibration rows at alpha "

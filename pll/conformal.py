@@ -55,13 +55,35 @@ are marginal: on average over rows, not per row or per class.
   ``c^{1/T}`` is ``P(y | x)`` and the bag says nothing about which of its
   candidates is true (``P(S | x, y)`` equal for every ``y ∈ S``: uniform
   noise, and class-dependent noise with paired classes, qualify; bags of
-  co-occurring objects, as in msrc-v2, do not: the likelihood then favours
-  an overconfident ``π``, which the flattest-``T`` choice only partly
-  offsets, and PL A-kNN's sets there cover 0.69–0.79 at α = 0.2–0.1).
+  co-occurring objects, as in msrc-v2, do not).  The likelihood sees only
+  the mass that ``π`` puts outside the bags, not how it spreads it within
+  them: a method whose conformity follows bag membership rather than the
+  label (a frequent co-occurring distractor conforms as well as the truth)
+  gets a ``π`` confidently wrong within the bags, which the flattest-``T``
+  choice only partly offsets (with the method's own ``π``, PL A-kNN's sets
+  on msrc-v2 cover 0.79 at α = 0.1, Proden's 0.75, PlClassifier's 0.69).
   Neither can be checked without true labels; what the bags do show is how
-  much rests on ``π`` (the bounds below).  ``T`` is one parameter chosen on
-  the calibration rows themselves, a small departure from a plausibility
-  fixed in advance.
+  much rests on ``π`` (the bounds below), and what an independent
+  plausibility would make of it (the weights' check below).  ``T`` is one
+  parameter chosen on the calibration rows themselves, a small departure
+  from a plausibility fixed in advance.
+* ``monte_carlo``'s weights (``weights``, :data:`WEIGHTS`).  The
+  plausibility need not come from the method being calibrated: any ``π``
+  that is the true label's distribution given the row and its bag gives the
+  guarantee above.  ``crossfit`` takes DST-PLL's plausibility ``pl({y})``,
+  each calibration row's from a DST-PLL fitted on the other calibration rows
+  (five folds, :func:`crossfit_conformity`), its temperature fitted as
+  above: a row's weights come from how its neighbors' bags overlap its own,
+  not from the model whose sets they calibrate.  ``auto`` (default)
+  computes both and keeps the method's own unless the cross-fitted weights
+  ask for a larger threshold, i.e. unless, by their reckoning, the method's
+  threshold covers fewer than ``1 − α`` of the calibration rows
+  (:attr:`ConformalSets.weights_check_`); then it calibrates on the
+  cross-fitted ones and says so.  It is a check, not a proof: it catches a
+  method whose plausibility is confidently wrong within the bags, at the
+  cost of larger sets where DST-PLL's weights are flatter than the truth
+  (features on which neighbors say little); where both are wrong alike,
+  coverage falls short all the same.
 * ``min`` — a point mass on the bag's *most* conforming candidate: smaller
   sets, **no guarantee** (the true label's score can exceed the bag's
   smallest).  It is what a user who trusts each bag's best candidate would do,
@@ -100,10 +122,13 @@ from numbers import Real
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 from sklearn.base import BaseEstimator
+from sklearn.preprocessing import MinMaxScaler
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
-from .methods.base import RejectPrediction
+from .methods.base import RejectPrediction, without_support_test
+from .methods.dst_pll import DstPll
 from .reasons import CONFLICT, NO_SUPPORT, assign
 from .validation import check_fitted, check_params, encode_bags
 
@@ -120,6 +145,17 @@ SCORES = {
     "cumulative": "APS-style: the normalised conformity of every class at least as conforming, summed",
 }
 DEFAULT_PROCEDURE = "monte_carlo"
+WEIGHTS = {
+    "auto": "the method's plausibility, checked against cross-fitted weights: calibrated on whichever gives the larger "
+    "threshold",
+    "method": "the calibrated method's own plausibility",
+    "crossfit": "DST-PLL's plausibility, cross-fitted over the calibration rows: no row weighs its own candidates",
+}
+DEFAULT_WEIGHTS = "auto"
+CROSSFIT_FOLDS = 5
+"""Folds of the cross-fitted weights: each row's weights come from a DST-PLL fitted on the other four fifths."""
+CROSSFIT_MAX_ROWS = 20_000
+"""The most rows a fold's DST-PLL is fitted on (a seeded sample of the other folds): bounds the check's cost."""
 DEFAULT_SCORES = {"DstPll": "probability", "PlKnn": "probability", "PlAknn": "calibrated"}
 """Each method's score (by class name) with the smallest sets calibrated on true labels over digits, bird-song
 and msrc-v2 at α = 0.1 and 0.2 (geometric mean of the size ratios; ``benchmarks/conformal_sets.py``)."""
@@ -238,6 +274,48 @@ def fit_temperature(conformity_values, bags):
     return math.exp(brentq(lambda t: loglik(t) - floor, best, high, xtol=1e-4))
 
 
+def crossfit_conformity(X, bags, folds=CROSSFIT_FOLDS, random_state=0):
+    """DST-PLL's plausibility ``pl({y})`` of every row and class, each row's from a fit on the other folds' rows.
+
+    The weights of ``weights="crossfit"`` (:data:`WEIGHTS`) before their
+    temperature: they judge a calibration row's candidates by its neighbors
+    among the other calibration rows, so they neither rest on the method
+    being calibrated nor let a row vouch for its own bag.  Each fold's
+    features are min-max scaled on its training rows; a fold trains on at
+    most :data:`CROSSFIT_MAX_ROWS` of them (a seeded sample) and uses
+    ``min(10, rows)`` neighbors.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    bags : bool ndarray of shape (n, l)
+        An empty bag counts as every label.
+    folds : int
+    random_state : int, RandomState or None
+        Draws the folds, the samples and DST-PLL's tie-breaking.
+
+    Returns
+    -------
+    ndarray of shape (n, l)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    bags = _as_bags(bags, (X.shape[0], np.shape(bags)[1]))
+    rng = check_random_state(random_state)
+    fold = rng.permutation(X.shape[0]) % folds
+    values = np.zeros(bags.shape)
+    for k in range(folds):
+        held, train = np.flatnonzero(fold == k), np.flatnonzero(fold != k)
+        if train.size > CROSSFIT_MAX_ROWS:
+            train = np.sort(rng.choice(train, CROSSFIT_MAX_ROWS, replace=False))
+        if held.size == 0:
+            continue
+        scaler = MinMaxScaler().fit(X[train])
+        model = DstPll(n_neighbors=min(10, train.size), random_state=rng.randint(2**31 - 1))
+        without_support_test(model).fit(scaler.transform(X[train]), bags[train])
+        values[held] = model.conformity(scaler.transform(X[held]))
+    return values
+
+
 def calibration_weights(scores, conformity_values, bags, procedure=DEFAULT_PROCEDURE, temperature=None):
     """Each calibration row's distribution ``w_i`` over its bag (:data:`PROCEDURES`), and the temperature it used.
 
@@ -344,6 +422,14 @@ class ConformalSets(BaseEstimator):
     score : {"probability", "calibrated", "own", "cumulative"} or None, default=None
         The nonconformity built from the method's conformity (:data:`SCORES`);
         None: the method's (:data:`DEFAULT_SCORES`).
+    weights : {"auto", "method", "crossfit"}, default="auto"
+        ``monte_carlo``'s distribution over each calibration bag
+        (:data:`WEIGHTS`): the method's plausibility, DST-PLL's cross-fitted
+        over the calibration rows (:func:`crossfit_conformity`), or the
+        method's checked against the cross-fitted ones, falling back to them
+        when they ask for a larger threshold.
+    random_state : int, RandomState or None, default=0
+        Draws the cross-fitting folds (``weights`` ``auto`` or ``crossfit``).
 
     Attributes
     ----------
@@ -353,6 +439,11 @@ class ConformalSets(BaseEstimator):
         The score used.
     temperature_ : float or None
         The plausibility's ``T`` (``monte_carlo`` or score ``calibrated``), else None.
+    weights_ : str or None
+        The weights calibrated on, ``method`` or ``crossfit`` (None unless ``monte_carlo``).
+    weights_check_ : float or None
+        With ``weights="auto"``: the share of calibration rows covered by the
+        method-weighted threshold, by the cross-fitted weights' reckoning.
     bounds_ : dict
         ``coverage_if_worst`` and ``coverage_if_best``: the calibration rows'
         coverage at ``q̂`` if every bag's least (most) conforming candidate
@@ -390,13 +481,18 @@ class ConformalSets(BaseEstimator):
         "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
         "procedure": [StrOptions(set(PROCEDURES))],
         "score": [StrOptions(set(SCORES)), None],
+        "weights": [StrOptions(set(WEIGHTS))],
+        "random_state": ["random_state"],
     }
 
-    def __init__(self, method, alpha=0.1, *, procedure=DEFAULT_PROCEDURE, score=None):
+    def __init__(self, method, alpha=0.1, *, procedure=DEFAULT_PROCEDURE, score=None, weights=DEFAULT_WEIGHTS,
+                 random_state=0):
         self.method = method
         self.alpha = alpha
         self.procedure = procedure
         self.score = score
+        self.weights = weights
+        self.random_state = random_state
 
     def fit(self, X, S, neighbors=None):
         """Calibrate ``q̂`` on rows ``X`` with candidate sets ``S`` (any form the method's ``fit`` takes).
@@ -426,7 +522,7 @@ class ConformalSets(BaseEstimator):
         needs_temperature = self.procedure == "monte_carlo" or score == "calibrated"
         temperature = fit_temperature(values, bags) if needs_temperature else None
         scores = nonconformity(values, score, temperature)
-        weights, _ = calibration_weights(scores, values, bags, self.procedure, temperature)
+        weights, used, check = self._weights(X, scores, values, bags, temperature)
         self._scores, self._tail, _ = _calibration_tail(scores, weights)
         quantile = weighted_quantile(scores, weights, self.alpha)
         inside = np.where(_as_bags(bags, scores.shape), scores, np.nan)
@@ -434,19 +530,54 @@ class ConformalSets(BaseEstimator):
         self.score_ = score
         self.quantile_ = quantile
         self.temperature_ = temperature
+        self.weights_ = used
+        self.weights_check_ = check
         self.bounds_ = {"coverage_if_worst": float((np.nanmax(inside, axis=1) <= quantile).mean()),
                         "coverage_if_best": float((np.nanmin(inside, axis=1) <= quantile).mean())}
         self.n_calibration_ = n
         self.empty_bags_ = int(empty.sum())
         return self
 
+    def __setstate__(self, state):
+        """Sets calibrated before the weights were a choice (pickled in a model) calibrated on the method's."""
+        if "weights" not in state:
+            monte_carlo = state.get("procedure") == "monte_carlo"
+            state = {"weights": "method", "random_state": 0, "weights_": "method" if monte_carlo else None,
+                     "weights_check_": None, **state}
+        super().__setstate__(state)
+
+    def _weights(self, X, scores, values, bags, temperature):
+        """The calibration rows' weights, which weights they are (None unless ``monte_carlo``), and the check's value.
+
+        ``auto`` calibrates on the method's plausibility unless, under the
+        cross-fitted weights, the threshold it gives would cover fewer
+        calibration rows than ``1 − α`` asks for (the check: that coverage,
+        :attr:`weights_check_`); then on the cross-fitted weights, whose
+        threshold is the larger.
+        """
+        if self.procedure != "monte_carlo":
+            return calibration_weights(scores, values, bags, self.procedure)[0], None, None
+        if self.weights == "method":
+            return calibration_weights(scores, values, bags, self.procedure, temperature)[0], "method", None
+        crossfit = crossfit_conformity(X, bags, random_state=self.random_state)
+        crossfit = plausibility(crossfit, bags, fit_temperature(crossfit, bags))
+        if self.weights == "crossfit":
+            return crossfit, "crossfit", None
+        own = calibration_weights(scores, values, bags, self.procedure, temperature)[0]
+        check = float((crossfit * (scores <= weighted_quantile(scores, own, self.alpha))).sum(axis=1).mean())
+        if weighted_quantile(scores, crossfit, self.alpha) > weighted_quantile(scores, own, self.alpha):
+            return crossfit, "crossfit", check
+        return own, "method", check
+
     def calibration_report(self):
         """What the calibration chose and what can be said of it without true labels, for a run's log.
 
-        ``procedure``, ``score``, ``alpha``, ``quantile``, ``temperature`` (None
-        unless ``monte_carlo``), ``calibration_rows``, ``empty_bags``, the
+        ``procedure``, ``score``, ``alpha``, ``quantile``, ``weights`` and
+        ``weights_check`` (:attr:`weights_`, :attr:`weights_check_`),
+        ``temperature`` (None unless ``monte_carlo``), ``calibration_rows``, ``empty_bags``, the
         :attr:`bounds_`, and ``notes``: one line per finding (bounds wider
-        than α, empty bags, the temperature at the edge of its search).
+        than α, empty bags, weights switched by the check, the temperature at the
+        edge of its search).
         """
         self._check_fitted()
         worst, best = self.bounds_["coverage_if_worst"], self.bounds_["coverage_if_best"]
@@ -462,12 +593,16 @@ class ConformalSets(BaseEstimator):
         if self.empty_bags_:
             notes.append(f"{self.empty_bags_} of {self.n_calibration_} calibration bags are empty (counted as every "
                          "label): they cannot hold their true label, as every guarantee assumes")
+        if self.weights_check_ is not None and self.weights_ == "crossfit":
+            notes.append(f"weights switched: the method's plausibility puts the threshold where cross-fitted DST-PLL "
+                         f"weights see {self.weights_check_:.3f} of the calibration rows covered, under "
+                         f"{1 - self.alpha:.2f}; calibrated on the cross-fitted weights instead")
         if self.temperature_ is not None and not (
                 LOG_TEMPERATURE_RANGE[0] + 0.01 < math.log(self.temperature_) < LOG_TEMPERATURE_RANGE[1] - 0.01):
             notes.append(f"the plausibility's temperature {self.temperature_:.3g} is at the edge of its search: "
                          "the bags barely inform it")
         return {"procedure": self.procedure, "score": self.score_, "alpha": self.alpha, "quantile": self.quantile_,
-                "temperature": self.temperature_, "calibration_rows": self.n_calibration_,
+                "weights": self.weights_, "weights_check": self.weights_check_, "temperature": self.temperature_, "calibration_rows": self.n_calibration_,
                 "empty_bags": self.empty_bags_, **self.bounds_, "notes": notes}
 
     def _check_fitted(self):

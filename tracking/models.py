@@ -197,13 +197,14 @@ def describe(fitted: FittedModel) -> dict:
 
 
 def set_predictor_params(predictor) -> dict:
-    """What the model's conformal sets are: α, procedure, score and temperature, the threshold q̂ (a string: it may be
+    """What the model's conformal sets are: α, procedure, score, weights and temperature, the threshold q̂ (a string: it may be
     inf) and the rows behind them."""
     if predictor is None:
         return {"conformal_alpha": None}
     sets = predictor.sets
     return {"conformal_alpha": sets.alpha, "conformal_procedure": sets.procedure, "conformal_score": sets.score_,
-            "conformal_temperature": sets.temperature_, "conformal_quantile": repr(sets.quantile_),
+            "conformal_weights": sets.weights_, "conformal_temperature": sets.temperature_,
+            "conformal_quantile": repr(sets.quantile_),
             "conformal_fit_rows": predictor.n_fit, "conformal_calibration_rows": predictor.n_calibration}
 
 

@@ -18,6 +18,7 @@ from pll.conformal import (
     calibration_weights,
     conformal_quantile,
     conformity,
+    crossfit_conformity,
     fit_temperature,
     min_calibration_rows,
     nonconformity,
@@ -351,11 +352,14 @@ def _favourite_instead_of_truth(conf, y, seed):
 
 
 def _world_coverage(bags, procedure, alpha=0.1, n_seeds=60):
-    """Mean coverage of the true label over seeds, its standard error, and the mean set size."""
+    """Mean coverage of the true label over seeds, its standard error, and the mean set size.
+
+    Rows are indices, not features: the method's own plausibility is what is under test (``weights="method"``).
+    """
     coverages, sizes = [], []
     for seed in range(n_seeds):
         conf, y, S = _world(seed, bags)
-        sets = ConformalSets(Fixed(conf), alpha=alpha, procedure=procedure)
+        sets = ConformalSets(Fixed(conf), alpha=alpha, procedure=procedure, weights="method")
         sets.fit(np.arange(N_CAL)[:, None], S[:N_CAL])
         report = set_report(sets.predict_sets(np.arange(N_CAL, N_CAL + N_TEST)[:, None]), y[N_CAL:])
         coverages.append(report["coverage"])
@@ -470,3 +474,103 @@ def test_the_default_run_accepts_most_rows_and_logs_what_its_bags_say_of_its_set
         assert f"mean set size {m['mean_set_size']:.2f}, coverage {m['coverage']:.3f}" in lines[0]
         assert lines[1].startswith("without true labels: calibration coverage ")
         assert lines[2].startswith("bounds are wide")  # the class-dependent noise's partners: a distractor in most bags
+
+
+# --- the check of the method's weights, and the cross-fitted weights ---------------------------
+
+
+class Lookup:
+    """A 'classifier' whose probabilities are given per feature row: the rows of ``X`` are looked up in ``rows``."""
+
+    def __init__(self, rows, table):
+        self.index = {row.tobytes(): i for i, row in enumerate(np.asarray(rows, dtype=float))}
+        self.table = np.asarray(table, dtype=float)
+        self.classes_ = np.arange(self.table.shape[1])
+
+    def predict_proba(self, X):
+        return self.table[[self.index[row.tobytes()] for row in np.asarray(X, dtype=float)]]
+
+
+def _clustered_world(seed, bags):
+    """``_world`` whose rows also have features: each near its true class's centre, so that neighbors share labels."""
+    conf, y, S = _world(seed, bags)
+    rng = np.random.default_rng([seed, 2])
+    X = rng.normal(0.0, 4.0, (L, 6))[y] + rng.normal(size=(y.size, 6))
+    return X, Lookup(X, conf), y, S
+
+
+def _clustered_coverage(bags, weights, n_seeds=20, alpha=0.1):
+    """Coverage over seeds (mean, standard error), mean set size, and the fitted sets of the last seed."""
+    coverages, sizes = [], []
+    for seed in range(n_seeds):
+        X, model, y, S = _clustered_world(seed, bags)
+        sets = ConformalSets(model, alpha=alpha, weights=weights).fit(X[:N_CAL], S[:N_CAL])
+        report = set_report(sets.predict_sets(X[N_CAL:]), y[N_CAL:])
+        coverages.append(report["coverage"])
+        sizes.append(report["mean_set_size"])
+        yield sets
+    c = np.asarray(coverages)
+    yield c.mean(), c.std(ddof=1) / np.sqrt(c.size), float(np.mean(sizes))
+
+
+def _run(bags, weights, n_seeds=20):
+    *fitted, (mean, se, size) = _clustered_coverage(bags, weights, n_seeds)
+    return fitted, mean, se, size
+
+
+def test_the_check_switches_to_cross_fitted_weights_where_the_method_favours_a_distractor():
+    # Each bag holds the wrong label the method likes best: its plausibility weighs the distractor, and its
+    # sets under-cover.  Neighbors share the true label and not the distractor, so cross-fitted weights find
+    # the true label: the check switches to them, says so, and coverage is kept.
+    _, own, own_se, _ = _run(_favourite_distractor, "method")
+    assert own < 0.9 - 3 * own_se
+    fitted, mean, se, _ = _run(_favourite_distractor, "auto")
+    assert all(sets.weights_ == "crossfit" and sets.weights_check_ < 0.9 for sets in fitted)
+    report = fitted[-1].calibration_report()
+    assert report["weights"] == "crossfit" and any(note.startswith("weights switched") for note in report["notes"])
+    assert mean >= 0.9 - 3 * se
+
+
+def test_where_the_method_is_right_the_check_costs_little():
+    _, own, _, own_size = _run(_uniform_bags, "method")
+    fitted, mean, se, size = _run(_uniform_bags, "auto")
+    assert 0.9 - 3 * se <= mean <= own + 0.03 and size <= 1.1 * own_size
+    assert {sets.weights_ for sets in fitted} <= {"method", "crossfit"}
+    assert all(0.0 <= sets.weights_check_ <= 1.0 for sets in fitted)
+
+
+def test_weights_other_than_auto_report_no_check_and_other_procedures_no_weights():
+    X, model, _, S = _clustered_world(0, _uniform_bags)
+    for weights in ("method", "crossfit"):
+        sets = ConformalSets(model, weights=weights).fit(X[:N_CAL], S[:N_CAL])
+        assert (sets.weights_, sets.weights_check_) == (weights, None)
+    sets = ConformalSets(model, procedure="conservative").fit(X[:N_CAL], S[:N_CAL])
+    assert (sets.weights_, sets.weights_check_) == (None, None)
+
+
+def test_cross_fitted_conformity_of_a_row_does_not_depend_on_its_own_bag_or_its_fold_mates_rows():
+    X, _, y, S = _clustered_world(1, _uniform_bags)
+    X, S = X[:200], S[:200]
+    values = crossfit_conformity(X, S, random_state=3)
+    changed = S.copy()
+    changed[7] = ~changed[7]
+    again = crossfit_conformity(X, changed, random_state=3)
+    assert np.array_equal(values[7], again[7])  # row 7 never trains the model that scores it
+    assert not np.array_equal(values, again)  # it does train the others' models
+    assert values.shape == S.shape and ((values >= 0) & (values <= 1)).all()
+    # most rows' best class is their true one: the weights carry information about the truth
+    assert (values.argmax(axis=1) == y[:200]).mean() > 0.8
+
+
+def test_sets_pickled_before_the_weights_were_a_choice_load_as_calibrated_on_the_methods_own():
+    import pickle
+
+    X, model, y, S = _clustered_world(0, _uniform_bags)
+    sets = ConformalSets(model, weights="method").fit(X[:N_CAL], S[:N_CAL])
+    old = sets.__getstate__()
+    for key in ("weights", "random_state", "weights_", "weights_check_"):
+        del old[key]
+    restored = ConformalSets.__new__(ConformalSets)
+    restored.__setstate__(pickle.loads(pickle.dumps(old)))
+    assert restored.get_params()["weights"] == "method" and restored.calibration_report()["weights"] == "method"
+    assert np.array_equal(restored.predict_sets(X[N_CAL:]), sets.predict_sets(X[N_CAL:]))
