@@ -1,4 +1,4 @@
-"""The ``pll`` command line: run pipelines, list data sets."""
+"""The pll command line: run pipelines, train and score models, audit bags, list data sets."""
 
 from __future__ import annotations
 

@@ -187,6 +187,13 @@ class TrustScore(BaseEstimator):
         check_params(self)
         X = check_X(self, X, reset=True)
         labels = np.asarray(labels)
+        if labels.ndim == 2 or (labels.dtype == object and labels.size
+                                and isinstance(labels.flat[0], (set, frozenset, list, tuple))):
+            raise InvalidDataError(
+                f"TrustScore.fit takes one label per row, not candidate sets: "
+                "disambiguate the bags first, e.g. TrustScore().fit(X, method.disambiguate().labels) with a fitted "
+                "pll method"
+            )
         if labels.shape != (X.shape[0],):
             raise InvalidDataError(f"TrustScore.fit: {X.shape[0]} rows but labels of shape {labels.shape}")
         self.classes_ = np.unique(labels if classes is None else np.asarray(classes))

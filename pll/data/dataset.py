@@ -196,7 +196,8 @@ def validate_arrays(
     if empty.any() and not allow_empty_bags:
         raise InvalidDataError(
             f"{source}: {int(empty.sum())} row(s) have an empty candidate bag "
-            f"(first at {where(int(np.argmax(empty)))}); enable empty bags for noisy partial labels"
+            f"(first at {where(int(np.argmax(empty)))}); to accept them as noisy partial labels, pass --noisy-bags "
+            "(pll.load_dataset: allow_empty_bags=True)"
         )
     if y is not None:
         y = np.asarray(y)
@@ -207,7 +208,8 @@ def validate_arrays(
         if outside.any() and not allow_true_label_outside:
             raise InvalidDataError(
                 f"{source}: the true label of {int(outside.sum())} row(s) is not in its bag "
-                f"(first at {where(int(np.argmax(outside)))}); allowed only for noisy partial labels"
+                f"(first at {where(int(np.argmax(outside)))}); to accept them as noisy partial labels, pass "
+                "--noisy-bags (pll.load_dataset: allow_true_label_outside=True)"
             )
     return X, S, y, classes
 

@@ -3,7 +3,10 @@
 ``candidates`` holds the candidate labels separated by ``|`` (``cat|dog``; in
 Parquet also a list column), an optional ``label`` column the true label, and
 every other column is a numeric feature.  Class order is sorted by name
-(numerically when every name is an integer).
+(numerically when every name is an integer).  A text cell that reads as a
+list with another separator (``1,2``, ``cat; dog``) is refused rather than
+taken as one class; label names holding such characters go in a Parquet
+list column.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ def table_arrays(path, frame, classes=None, where=at_row):
     bags = [_bag(path, where, row, value) for row, value in zip(first, cells)]
     has_labels = LABEL in frame.columns
     label_of, label_first, names = _labels(path, where, frame[LABEL]) if has_labels else (None, [], [])
+    _check_separators(path, where, first, cells, set().union(*bags, names))
     declared = classes is not None
     if declared:
         classes = [str(c) for c in classes]
@@ -144,6 +148,36 @@ def _bag(path, where, row, value):
             f"(labels are separated by a single '{SEPARATOR}')"
         )
     return {n for n in names if n != ""}
+
+
+_OTHER_SEPARATORS = (",", ";")
+
+
+def _check_separators(path, where, rows, cells, names):
+    """Refuse a text cell that reads as a list of labels with another separator than :data:`SEPARATOR`.
+
+    ``1,2`` or ``cat; dog`` would otherwise become one class of its own,
+    silently.  A comma or semicolon in a text cell is refused; spaces only
+    where every word is a number or a label found elsewhere (``cat dog``
+    with ``cat`` and ``dog`` known; ``red car`` stays a name).  A label whose
+    name really holds one of them is given in a Parquet list column.
+    """
+    for row, value in zip(rows, cells):
+        if not isinstance(value, str):
+            continue
+        for name in (n.strip() for n in value.split(SEPARATOR)):
+            words = name.split()
+            found = next((sep for sep in _OTHER_SEPARATORS if sep in name), None)
+            if found is None and len(words) > 1 and all(w.lstrip("-").isdigit() or w in names for w in words):
+                found = " "
+            if found is not None:
+                parts = [w.strip() for w in (name.split(found) if found != " " else words)]
+                raise InvalidDataError(
+                    f"{path}, {where(row)}: column {CANDIDATES!r}: {value!r} reads as labels separated by "
+                    f"{found!r}, but candidate labels are separated by '{SEPARATOR}' (write "
+                    f"{value.replace(name, SEPARATOR.join(parts))!r}); a label whose name holds {found!r} goes "
+                    "in a Parquet list column"
+                )
 
 
 def _name(value):

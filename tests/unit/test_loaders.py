@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -280,6 +282,34 @@ def test_csv_integer_labels_sorted_numerically_without_true_labels(tmp_path):
     assert ds.classes.tolist() == ["1", "2", "10"]
     assert ds.y is None
     np.testing.assert_array_equal(ds.S, [[0, 1, 1], [1, 0, 0], [1, 1, 0]])
+
+
+@pytest.mark.parametrize(
+    ("rows", "found", "written"),
+    [
+        ('1,"1,2"\n2,3\n3,1\n', "','", "'1|2'"),  # no label column: would have been a class named "1,2"
+        ('1,"1,2",2\n2,3,3\n3,1,1\n', "','", "'1|2'"),  # with one: refused for the separator, not the label
+        ("1,cat; dog\n2,cat\n3,dog\n", "';'", "'cat|dog'"),
+        ("1,cat dog|ant\n2,cat\n3,dog\n", "' '", "'cat|dog|ant'"),
+        ("1,1 2\n2,3\n3,1\n", "' '", "'1|2'"),
+    ],
+)
+def test_a_cell_listing_labels_with_another_separator_is_refused_naming_both(tmp_path, rows, found, written):
+    path = tmp_path / "sep.csv"
+    label = ",label" if rows.split("\n")[1].count(",") == 2 else ""
+    path.write_text(f"x,candidates{label}\n{rows}")
+    with pytest.raises(InvalidDataError, match=rf"line 2, row 0: column 'candidates': .* reads as labels separated by "
+                                               rf"{found}, but candidate labels are separated by '\|' \(write {re.escape(written)}\)"):
+        load_dataset(path)
+
+
+def test_names_with_spaces_stay_names_and_a_parquet_list_may_hold_a_comma(tmp_path):
+    path = tmp_path / "names.csv"
+    path.write_text("x,candidates\n1,red car|bus\n2,bus\n3,red car\n4,car\n")
+    assert load_dataset(path).classes.tolist() == ["bus", "car", "red car"]  # 'red' is no label: a name
+    frame = pd.DataFrame({"candidates": [["a,b", "c"], ["c"], ["d"]], "x": [0.0, 1.0, 2.0]})
+    frame.to_parquet(tmp_path / "comma.parquet")
+    assert load_dataset(tmp_path / "comma.parquet").classes.tolist() == ["a,b", "c", "d"]
 
 
 def test_declared_classes_fix_the_label_set(tmp_path):

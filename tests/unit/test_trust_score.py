@@ -249,3 +249,11 @@ def test_neighbor_lists_must_match_the_queries():
         ts.score(X, np.zeros(5, dtype=int), neighbors=own)
     with pytest.raises(pll.errors.NeighborsError, match="4 rows were given"):
         ts.score(X[:4], np.zeros(4, dtype=int), neighbors=pll.neighbors.kneighbors(X, X, 2))
+
+
+@pytest.mark.parametrize("bags", [np.array([[1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 1]], dtype=bool),
+                                  [{0, 1}, {1}, {2}, {0, 2}]])
+def test_fit_with_candidate_sets_says_it_takes_labels_and_how_to_get_them(bags):
+    X = np.arange(8.0).reshape(4, 2)
+    with pytest.raises(InvalidDataError, match=r"one label per row, not candidate sets.*disambiguate\(\)\.labels"):
+        pll.TrustScore().fit(X, bags)
