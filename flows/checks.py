@@ -78,5 +78,18 @@ def auditing(params: dict) -> dict:
     return {**settled, "output": check_output_path(params["output"])}
 
 
+def content(params: dict) -> None:
+    """What the command will read, read and checked as its flow would (``pll run``, ``train``, ``audit``: the data
+    set; ``pll score``: the input table).  The command line's alone: a flow reads its inputs once, in its tasks."""
+    if "dataset" in params:
+        from pll.experiment import check_data_content
+
+        check_data_content(**_given(check_data_content, params))
+    elif "input" in params:
+        from pll.scoring import check_input_table
+
+        check_input_table(params["input"])
+
+
 COMMANDS = {"run": pipeline, "train": training, "benchmark": benchmark, "score": scoring, "audit": auditing}
 """The checks of each ``pll`` command that starts a flow."""

@@ -292,17 +292,21 @@ def cmd_serve(args):
 
 
 def preflight(args):
-    """Refuse bad arguments before Prefect or MLflow start: one line, and nothing created or left running.
+    """Refuse bad arguments and bad input before Prefect or MLflow start: one line, nothing created or left running.
 
     The checks are the flow's own (:mod:`flows.checks`), which it runs again
-    when a deployment starts it; the preset is the flow's to apply.
+    when a deployment starts it; the preset is the flow's to apply.  Then the
+    data (or the table to score) is read and checked as the flow would
+    (:func:`flows.checks.content`): a bad cell is refused at once, not after
+    the temporary server's start.
     """
     from tracking.store import resolve_tracking_uri
 
-    from .checks import COMMANDS
+    from .checks import COMMANDS, content
 
     if args.command in COMMANDS:
         COMMANDS[args.command](vars(args))
+        content(vars(args))
     args.tracking_uri = resolve_tracking_uri(args.tracking_uri)
 
 
@@ -338,13 +342,23 @@ def cmd_run(args):
     columns = ["method", "reject", "accuracy", "rejection_rate", "covered_accuracy", "risk_0.00", "risk_0.10", "risk_0.20",
                "coverage", "mean_set_size"]
     print()
-    print(f"Correct means: {result['truth']}")
+    print(f"Labels: {result['labels']}")
+    print(_correct_means(result["truth"]))
     print(markdown_table(table[[c for c in columns if c in table.columns]]))
     print(f"MLflow experiment: {result['experiment']}   pipeline run: {result['run_id']}   "
           f"method runs: {len(result['method_run_ids'])} (its children)")
     print(f"Tracking store:    {result['tracking_uri']}")
-    print(f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], run_id=result['run_id'])}")
-    return 0
+    return 0, f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], run_id=result['run_id'])}"
+
+
+def _correct_means(truth):
+    """The table's header line: what counts as a correct prediction, in plain words."""
+    from pll.experiment.evaluation import TRUE_LABELS
+
+    if truth == TRUE_LABELS:
+        return "A prediction counts as correct when it is the row's true label (test rows):"
+    return ("The data has no true labels: a prediction counts as correct when it is in the row's candidate bag "
+            "(test rows; rows with empty bags left out):")
 
 
 def cmd_benchmark(args):
@@ -376,8 +390,7 @@ def cmd_benchmark(args):
         print(f"FAILED cell {failure['cell']} ({failure['label']}): {failure['error']}")
     print(f"Cells: {result['finished']} of {result['cells']} finished, {len(result['failures'])} failed")
     print(f"MLflow experiment: {result['experiment']}   parent run: {result['parent_run_id']}")
-    print(f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], experiment=result['experiment'])}")
-    return 1 if state.is_failed() else 0
+    return 1 if state.is_failed() else 0, f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], experiment=result['experiment'])}"
 
 
 def cmd_datasets(args):
@@ -477,9 +490,7 @@ def cmd_audit(args):
               f"{metrics['precision_top_0.05']:.3f}, of the top 10 % {metrics['precision_top_0.10']:.3f}")
     print(f"Ranked table: {result['output']}")
     print(f"MLflow run:   {result['run_id']}")
-    print(f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], run_id=result['run_id'])}")
-    return 0
-
+    return 0, f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], run_id=result['run_id'])}"
 
 
 def main(argv=None):
@@ -497,9 +508,14 @@ def main(argv=None):
                 log = stack.enter_context(temporary_server())
                 if log is not None:
                     print(f"Prefect: temporary local server (its log: {log})")
-            return {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
-                    "score": cmd_score, "benchmark": cmd_benchmark, "audit": cmd_audit,
-                    "report": cmd_report, "ui": ui.main}[args.command](args)
+            outcome = {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
+                       "score": cmd_score, "benchmark": cmd_benchmark, "audit": cmd_audit,
+                       "report": cmd_report, "ui": ui.main}[args.command](args)
+        # A command to type next (the UI's) is the very last line: printed once the temporary server has stopped.
+        status, last = outcome if isinstance(outcome, tuple) else (outcome, None)
+        if last:
+            print(last, flush=True)
+        return status
     except PllError as exc:
         print(f"pll: error: {exc}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ from pll.experiment import (
     prediction_frames,
 )
 from pll.neighbors import DEFAULT_BACKEND
+from pll.noise import describe_noise
 from pll.tables import markdown_table
 from cache.policy import bounded, lineage_keys
 from tasks.ingest import ingest
@@ -123,7 +124,8 @@ def pipeline(
     Returns a dict with the parent's MLflow ``run_id``, ``method_run_ids``
     (method run name -> MLflow run id), ``experiment``, ``tracking_uri``,
     the ``metrics`` table (one row per method run and reject option) and
-    ``truth``, what "correct" meant there (true labels, or the partial-label loss).
+    ``truth``, what "correct" meant there (true labels, or the partial-label loss), and ``labels``, what the
+    run did to the labels (:func:`pll.noise.describe_noise`).
     ``method_params`` maps a method to its parameters or to a list of
     settings, each a method run of its own, named by the method and the
     parameters given (``pl_knn k=5``).
@@ -206,7 +208,8 @@ def pipeline(
     logger.info(f"MLflow: parent run {run_id} ({name}), method runs "
                 + ", ".join(f"{n} {i}" for n, i in method_run_ids.items()))
     return {"run_id": run_id, "method_run_ids": method_run_ids, "experiment": experiment,
-            "tracking_uri": tracking_uri, "metrics": table, "truth": evaluation.truth}
+            "tracking_uri": tracking_uri, "metrics": table, "truth": evaluation.truth,
+            "labels": describe_noise(summary.get("noise"), summary.get("noise_params"))}
 
 
 def _with_fit_tags(method_run_tags, outputs):
@@ -227,6 +230,7 @@ def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs):
     """
     logger.info(f"data: {summary['name']}, {summary['rows']} rows, {summary['features']} features, "
                 f"{summary['classes']} classes, average bag {summary['average_bag_size']:.2f} labels")
+    logger.info(f"labels: {describe_noise(summary.get('noise'), summary.get('noise_params'))}")
     logger.info(f"split: {rows.fit.size} fitting + {rows.val.size} validation + {rows.test.size} test rows")
     for features, nb in neighbor_sets.items():
         if nb is None:

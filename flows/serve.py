@@ -9,6 +9,8 @@ names keep each deployment with the one process that registered it, in either or
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
 
 import yaml
@@ -25,6 +27,8 @@ from .server import check_configured_server
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DEPLOYMENTS_FILE = PROJECT_DIR / "deployments" / "prefect.yaml"
 SERVED_SUFFIX = "-served"
+PAUSE_TIMEOUT_SECONDS = 5
+"""How long stopping ``pll serve`` waits for the server to pause its schedules: SIGTERM stops it within 10 s."""
 
 
 class ServerNotConfiguredError(PllError):
@@ -80,5 +84,41 @@ def serve_all(path=DEPLOYMENTS_FILE):
             "pll serve needs a running Prefect server: start one (prefect server start) and set PREFECT_API_URL, "
             "e.g. export PREFECT_API_URL=http://127.0.0.1:4200/api"
         )
-    check_configured_server(PREFECT_API_URL.value())
-    serve(*to_runner_deployments(load_deployment_specs(path)))
+    check_configured_server(PREFECT_API_URL.value(), temporary=False)
+    deployments = to_runner_deployments(load_deployment_specs(path))
+    try:
+        serve(*deployments, pause_on_shutdown=False)
+    finally:
+        pause_schedules(deployments)
+
+
+def pause_schedules(deployments, timeout=PAUSE_TIMEOUT_SECONDS):
+    """Pause the served deployments' schedules, as Prefect's serve would on stopping, but for ``timeout`` s at most.
+
+    Prefect's own pause retries for a minute against a server that is down, and ``pll serve`` would not stop
+    on SIGTERM until then; here a server that does not answer in time leaves the schedules as they are, and a
+    line says so (nothing runs them while no ``pll serve`` serves them).
+    """
+    from prefect import get_client
+
+    def pause():
+        with get_client(sync_client=True) as client:
+            for deployment in deployments:
+                found = client.read_deployment_by_name(f"{deployment.flow_name}/{deployment.name}")
+                client.pause_deployment(found.id)
+
+    failure = []
+    worker = threading.Thread(target=lambda: _catching(pause, failure), name="pll-serve-pause", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive() or failure:
+        why = f"did not answer within {timeout} s" if worker.is_alive() else f"failed ({failure[0]})"
+        print(f"pll serve: the Prefect server {why}: the served deployments' schedules were not paused",
+              file=sys.stderr, flush=True)
+
+
+def _catching(function, failure):
+    try:
+        function()
+    except Exception as exc:  # noqa: BLE001 - reported in one line by the caller, whatever the client raised
+        failure.append(f"{type(exc).__name__}: {exc}")

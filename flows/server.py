@@ -75,13 +75,18 @@ class ServerUnreachableError(PllError):
     """The Prefect server named by ``PREFECT_API_URL`` does not answer."""
 
 
-def check_configured_server(api_url):
-    """Raise :class:`ServerUnreachableError` unless the server at ``api_url`` answers its health check."""
+def check_configured_server(api_url, temporary=True):
+    """Raise :class:`ServerUnreachableError` unless the server at ``api_url`` answers its health check.
+
+    ``temporary``: whether the command could do with a temporary server instead (not ``pll serve``,
+    whose deployments must outlive it), so that the hint offers that only where it works.
+    """
     problem = health_problem(api_url.rstrip("/") + "/health")
     if problem:
+        instead = " or unset PREFECT_API_URL to let pll start a temporary one" if temporary else (
+            "; pll serve needs a server that outlives it, so a temporary one will not do")
         raise ServerUnreachableError(
-            f"the Prefect server PREFECT_API_URL={api_url} {problem}; start it (prefect server start) "
-            "or unset PREFECT_API_URL to let pll start a temporary one"
+            f"the Prefect server PREFECT_API_URL={api_url} {problem}; start it (prefect server start){instead}"
         )
 
 

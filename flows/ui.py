@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -62,9 +63,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--port", type=int, default=None, help="the port on 127.0.0.1 (default: a free one)")
 
 
+def invoked_as() -> list[str]:
+    """The words that started this ``pll``, so that a command it prints runs as printed.
+
+    ``pll`` where the PATH finds this same program; else its path as typed
+    (``.venv/bin/pll`` after ``make run``); ``python -m flows.cli`` when run as a module.
+    """
+    program = sys.argv[0] if sys.argv else ""
+    if os.path.basename(program) == "pll":
+        found = shutil.which("pll")
+        return ["pll"] if found and os.path.realpath(found) == os.path.realpath(program) else [program]
+    if program.endswith(os.path.join("flows", "cli.py")):
+        return [sys.executable, "-m", "flows.cli"]
+    return ["pll"]
+
+
 def ui_hint(tracking_uri: str, *, run_id: str | None = None, experiment: str | None = None) -> str:
-    """The ``pll ui`` command that opens what a command just logged (printed at the end of run, benchmark, audit)."""
-    words = ["pll", "ui", "--tracking-uri", tracking_uri]
+    """The ``pll ui`` command that opens what a command just logged (printed at the end of run, benchmark, audit).
+
+    It names ``pll`` as it was invoked (:func:`invoked_as`).
+    """
+    words = [*invoked_as(), "ui", "--tracking-uri", tracking_uri]
     if experiment and experiment != catalog.DEFAULT_EXPERIMENT and not run_id:  # a run names its experiment
         words += ["--experiment", experiment]
     if run_id:

@@ -451,6 +451,33 @@ def check_noise(model, params=None):
         raise InvalidParameterError(f"noise model {model!r} needs the parameter {missing[0]!r}")
 
 
+def check_noise_applies(ds, model):
+    """Refuse a noise model that needs true labels (every one but ``auto`` and ``none``) on data without them."""
+    if model not in ("auto", "none") and ds.y is None:
+        raise InvalidDataError(f"{ds.name}: noise model {model!r} needs true labels, and the data has none")
+
+
+def noise_parameters(model, params=None):
+    """The parameters noise ``model`` ran with: ``params`` over its function's defaults (data and seed aside)."""
+    defaults = {
+        key: p.default for key, p in inspect.signature(NOISE_MODELS[model]).parameters.items()
+        if key not in _FROM_DATA and key != "random_state" and p.default is not p.empty and p.default is not None
+    }
+    return {**defaults, **dict(params or {})}
+
+
+def describe_noise(model, params=None):
+    """What a run did to the labels, in words: the noise model and every parameter it used, or bags as loaded.
+
+    ``model`` as :func:`apply_noise` records it in the data set's summary
+    (``auto`` already resolved).
+    """
+    if model in (None, "none"):
+        return "bags as loaded (no noise added)"
+    used = ", ".join(f"{key}={value}" for key, value in noise_parameters(model, params).items())
+    return f"{model} noise ({used}) added to the true labels"
+
+
 def apply_noise(ds, model="auto", params=None, random_state=None):
     """The data set ``ds`` with bags from noise ``model``.
 
@@ -468,8 +495,7 @@ def apply_noise(ds, model="auto", params=None, random_state=None):
         if params:
             raise InvalidParameterError(f"noise model 'none' takes no parameters, got {', '.join(params)}")
         return ds.with_bags(ds.S, noise="none")
-    if ds.y is None:
-        raise InvalidDataError(f"{ds.name}: noise model {model!r} needs true labels, and the data has none")
+    check_noise_applies(ds, model)
     S = NOISE_MODELS[model](*_ARGUMENTS[model](ds), **params, random_state=random_state)
     empty, outside = _NOISY.get(model, (False, False))
     return ds.with_bags(

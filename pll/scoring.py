@@ -397,6 +397,15 @@ def read_table(path) -> pd.DataFrame:
     return tabular.read_table(check_input_path(path))
 
 
+def check_input_table(path) -> None:
+    """Read a scoring input and refuse what can be told without the model: a file that cannot be read as a
+    table, a ``candidates`` cell that cannot be read as a bag.  Its columns are matched to the model's once
+    the model is loaded (:func:`match_features`)."""
+    table = read_table(path)
+    if CANDIDATES in table.columns:
+        tabular.check_candidates(Path(path), table[CANDIDATES])
+
+
 def check_input_path(path) -> Path:
     """``path`` as a Path if it can be a scoring input; else a :class:`DataFileError` naming it and why.
 

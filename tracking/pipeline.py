@@ -23,6 +23,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll.methods import make_method
+from pll.noise import noise_parameters
 from pll.metric_names import option_metric, risk_name
 from pll.plots import precision_figure, risk_figure, tradeoff_figure
 from pll.report import run_report
@@ -159,6 +160,14 @@ def log_results(tracking_uri: str, run_id: str, summary: dict, evaluation, neigh
     return ids
 
 
+def noise_params(summary: dict) -> dict:
+    """What the run did to the labels, as params: the noise model applied (``auto`` resolved; ``none``: bags as
+    loaded) and every parameter it used, defaults included."""
+    model = summary.get("noise") or "none"
+    used = {} if model == "none" else noise_parameters(model, summary.get("noise_params"))
+    return {"noise_applied": model, "noise_applied_params": json.dumps(used, sort_keys=True)}
+
+
 def log_shared(tracking_uri: str, run_id: str, summary: dict, evaluation, neighbor_metrics: dict,
                neighbor_params: dict, figures: bool = True) -> None:
     """The parent run's share: data set, neighbor searches, comparison table, risks, figures and report.
@@ -171,7 +180,7 @@ def log_shared(tracking_uri: str, run_id: str, summary: dict, evaluation, neighb
     table = evaluation.table
     risks = risk_table(table)
     log_entries(client, run_id, metrics=[Metric(k, float(v), now_ms(), 0) for k, v in neighbor_metrics.items()],
-                params={"truth": evaluation.truth, **neighbor_params},  # truth: what "correct" meant
+                params={"truth": evaluation.truth, **noise_params(summary), **neighbor_params},  # truth: what "correct" meant
                 tags={"data_fingerprint": summary["fingerprint"], "evaluated_against": evaluation.truth})
     client.log_inputs(run_id, datasets=[dataset_input(summary)])
     files = {

@@ -150,6 +150,14 @@ def _bag(path, where, row, value):
     return {n for n in names if n != ""}
 
 
+def check_candidates(path, column, where=at_row):
+    """Refuse a ``candidates`` column that cannot be read as bags, whatever the classes: an empty label name,
+    or a cell listing labels with another separator (:func:`_check_separators`)."""
+    _, first, cells = _distinct(column)
+    names = set().union(*(_bag(path, where, row, value) for row, value in zip(first, cells)))
+    _check_separators(path, where, first, cells, names)
+
+
 _OTHER_SEPARATORS = (",", ";")
 
 

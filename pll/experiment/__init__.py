@@ -34,6 +34,7 @@ _PUBLIC = {
     "TRUE_LABELS": ".evaluation",
     "check_protocol": ".checks",
     "check_data": ".checks",
+    "check_data_content": ".checks",
     "check_feature_pipeline": ".checks",
     "CalibrationSplit": ".calibration",
     "calibration_split": ".calibration",

@@ -48,6 +48,22 @@ def check_data(*, dataset, mat_variables=None, protocol=catalog.DEFAULT_PROTOCOL
     check_noise(noise, noise_params)
 
 
+def check_data_content(*, dataset, mat_variables=None, protocol=catalog.DEFAULT_PROTOCOL, noisy_bags=False,
+                       noise=catalog.DEFAULT_NOISE):
+    """Read the data as a run does and refuse what the run would: the file's content (cells, columns, bags,
+    labels) and a noise model that needs true labels the data lacks.
+
+    A full read: the command line calls it before it starts a server, so that bad content is one line at
+    once; a flow does not (its first task reads the data).
+    """
+    from ..data import load_dataset
+    from ..noise import check_noise_applies
+
+    ds = load_dataset(dataset, protocol=protocol, allow_empty_bags=noisy_bags, allow_true_label_outside=noisy_bags,
+                      variables=mat_variables)
+    check_noise_applies(ds, noise)
+
+
 def check_feature_pipeline(name, what="features"):
     """Refuse an unknown feature pipeline or bad parameters in its spec, naming ``what`` it was given for."""
     from ..features import make_features

@@ -2,6 +2,8 @@
 
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,14 +39,36 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
     assert out.returncode == 0, out.stderr
     assert f"Prefect: temporary local server (its log: {tmp_path / 'prefect-home' / 'temporary-server.log'})" in out.stdout
     assert "| pl_knn" in out.stdout
-    assert "Correct means: true labels" in out.stdout
+    assert "A prediction counts as correct when it is the row's true label (test rows):" in out.stdout
+    assert "Labels: class_dependent noise (p=0.7, eps=0.7, r=1) added to the true labels" in out.stdout
     run_id = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id],
                                            "tags.`pll.kind` = 'pipeline'")[0].info.run_id
-    assert f"Open the UI with:  pll ui --tracking-uri {uri} --run {run_id}" in out.stdout
+    printed = shlex.join([sys.executable, "-m", "flows.cli", "ui", "--tracking-uri", uri, "--run", run_id])
+    assert out.stdout.splitlines()[-1] == f"Open the UI with:  {printed}"  # as invoked, and the very last line
     assert "Traceback" not in out.stdout + out.stderr
     assert not (tmp_path / "mlflow.db").exists()
     runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id])
     assert sorted(r.data.tags["pll.kind"] for r in runs) == ["method", "pipeline"]
+    pipeline_run = next(r for r in runs if r.data.tags["pll.kind"] == "pipeline")
+    assert pipeline_run.data.params["noise_applied"] == "class_dependent"
+    assert json.loads(pipeline_run.data.params["noise_applied_params"]) == {"eps": 0.7, "p": 0.7, "r": 1}
+    _runs_as_printed(printed, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+
+
+def _runs_as_printed(command, cwd, env):
+    """Run a printed ``pll ui`` command as a user would paste it: it serves the run's links; SIGTERM stops it."""
+    ui = subprocess.Popen(shlex.split(command), cwd=cwd, env={**os.environ, **env}, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = []
+        for line in ui.stdout:
+            lines.append(line)
+            if line.startswith("Serving on "):
+                break
+        assert lines and lines[0].startswith("MLflow UI of "), lines + [ui.stderr.read()]
+    finally:
+        ui.send_signal(signal.SIGTERM)
+    assert ui.wait(timeout=60) == 0
 
 
 def test_run_with_the_strong_learners_and_every_reject_option(tmp_path):
@@ -184,12 +208,31 @@ BAD_INPUTS = [
     (["benchmark", "{grid}"], "noise: noise model 'uniform' has no parameter 'pp'"),
     (["score", "--model", "models:/m/1", "--input", "nosuch.csv", "--output", "out.parquet"], "nosuch.csv"),
     (["score", "--model", "models:/m/1", "--input", "{csv}", "--output", "/proc/nope/out.parquet"], "/proc/nope"),
+    # The content of a file, read before the server starts:
+    (["run", "--dataset", "{text_feature}"], "feature column 'a': 'abc'"),
+    (["run", "--dataset", "{empty_bag}"], "empty candidate bag (first at line 3, row 1); to accept them as noisy "
+                                          "partial labels, pass --noisy-bags"),
+    (["train", "--dataset", "{no_candidates}"], "no column 'candidates'"),
+    (["audit", "--dataset", "{comma_bag}"], "reads as labels separated by ',', but candidate labels are separated by "
+                                            "'|' (write 'x|y')"),
+    (["run", "--dataset", "{comma_bag_labelled}"], "reads as labels separated by ','"),
+    (["run", "--dataset", "{unlabelled}", "--noise", "uniform"], "noise model 'uniform' needs true labels"),
+    (["score", "--model", "models:/m/1", "--input", "{comma_bag}", "--output", "out.parquet"],
+     "reads as labels separated by ','"),
 ]
+CONTENTS = {
+    "text_feature": "a,candidates\n1,x|y\nabc,y\n4,z\n",
+    "empty_bag": "a,candidates\n1,x|y\n2,\n4,z\n",
+    "no_candidates": "a,bag\n1,x\n2,y\n3,z\n",
+    "comma_bag": 'a,candidates\n1,"x,y"\n2,y\n3,z\n',
+    "comma_bag_labelled": 'a,candidates,label\n1,"x,y",x\n2,y,y\n3,z,z\n',
+    "unlabelled": "a,candidates\n1,x|y\n2,y\n3,z\n",
+}
 
 # Each command in its own working folder, its file descriptors 1 and 2 sent to files of its own (whatever
 # writes to them, Python or not), its exit status printed as a JSON line.
 _COMMANDS_ONE_BY_ONE = """
-import json, os, sys, traceback
+import json, os, sys, time, traceback
 from flows.cli import main
 
 for case in json.loads(sys.argv[1]):
@@ -198,6 +241,7 @@ for case in json.loads(sys.argv[1]):
     with open(case["stdout"], "w") as out, open(case["stderr"], "w") as err:
         os.dup2(out.fileno(), 1)
         os.dup2(err.fileno(), 2)
+        started = time.monotonic()
         try:
             code = main(case["argv"])
         except SystemExit as exit_:
@@ -212,7 +256,7 @@ for case in json.loads(sys.argv[1]):
             os.dup2(saved[1], 2)
             os.close(saved[0])
             os.close(saved[1])
-    print(json.dumps(code), flush=True)
+    print(json.dumps([code, time.monotonic() - started]), flush=True)
 """
 
 
@@ -228,8 +272,10 @@ def _pll_one_by_one(commands, outputs, env=None):
     assert out.returncode == 0, out.stderr[-3000:]
     codes = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(codes) == len(cases), out.stdout
+    for (_, seconds), case in zip(codes, cases):  # how long each command took to answer, imports aside
+        print(f"{seconds:6.2f} s  pll {' '.join(case['argv'])}")
     return [(code, Path(case["stdout"]).read_text(), Path(case["stderr"]).read_text())
-            for code, case in zip(codes, cases)]
+            for (code, _), case in zip(codes, cases)]
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +287,9 @@ def refused(tmp_path_factory):
     csv = root / "rows.csv"
     csv.write_text("x1,x2\n0.5,1.0\n")
     places = {"{server}": f"http://127.0.0.1:{free_port()}", "{grid}": str(grid), "{csv}": str(csv)}
+    for name, text in CONTENTS.items():
+        (root / f"{name}.csv").write_text(text)
+        places[f"{{{name}}}"] = str(root / f"{name}.csv")
     commands = []
     for i, (argv, _) in enumerate(BAD_INPUTS):
         work = root / f"work-{i}"
@@ -303,7 +352,7 @@ def test_a_mat_file_with_other_variable_names_runs_when_they_are_named(tmp_path)
 
     status, stdout, stderr = out
     assert status == 0, stderr
-    assert "Correct means: true labels" in stdout and "| pl_knn" in stdout
+    assert "counts as correct when it is the row's true label" in stdout and "| pl_knn" in stdout
 
 
 @pytest.mark.parametrize("argv", [["serve"], ["run", "--methods", "pl_knn"]])

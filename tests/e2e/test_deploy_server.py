@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +28,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from flows.serve import load_deployment_specs, served_name
-from tests.processes import free_port
+from tests.processes import descendants, free_port, still_running
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = load_deployment_specs()
@@ -177,3 +178,30 @@ def test_readme_deployment_commands_run_as_written(tmp_path):
     # One pipeline run through the worker, one through pll serve.
     assert [(r.data.params["dataset"], r.data.params["seed"], r.info.status) for r in runs] == [
         ("iris", "1", "FINISHED")] * 2
+
+
+def test_pll_serve_stops_on_sigterm_within_ten_seconds_while_its_server_is_down(tmp_path):
+    """A drill: the Prefect server dies under ``pll serve``; SIGTERM still stops it at once, leaving no process."""
+    port = free_port()
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+    env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"})
+    shell = Shell(env, tmp_path, port)
+    try:
+        shell.start(f"{Path(sys.executable).parent / 'prefect'} server start --host 127.0.0.1 --port {port}")
+        with open(tmp_path / "serve.log", "w") as log:
+            serving = subprocess.Popen([str(Path(sys.executable).parent / "pll"), "serve"], cwd=tmp_path, env=env,
+                                       stdout=log, stderr=subprocess.STDOUT)
+        shell.wait(serving, lambda: len(shell.deployments(served_name(s["name"]) for s in SPECS)) == len(SPECS))
+        shell.stop()  # the server dies
+        tree = descendants(serving.pid)
+        started = time.monotonic()
+        serving.send_signal(signal.SIGTERM)
+        status = serving.wait(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        shell.stop()
+    log = (tmp_path / "serve.log").read_text()
+    assert status == 0 and took < 10, (status, took, log[-3000:])
+    assert "the served deployments' schedules were not paused" in log
+    assert not still_running(tree, timeout=10)

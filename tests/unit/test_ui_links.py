@@ -1,7 +1,10 @@
 """The links `pll ui` prints carry what MLflow 3's UI reads: the model-training view, the method filter, the runs."""
 
 import json
+import sys
 import urllib.parse
+
+import pytest
 
 from flows import ui
 
@@ -29,7 +32,8 @@ def test_compare_link_names_every_run_as_json():
     assert json.loads(query["experiments"][0]) == ["3"]
 
 
-def test_hint_names_the_store_and_the_run():
+def test_hint_names_the_store_and_the_run(monkeypatch):
+    monkeypatch.setattr(ui, "invoked_as", lambda: ["pll"])
     assert ui.ui_hint("sqlite:///mlflow.db") == "pll ui --tracking-uri sqlite:///mlflow.db"
     assert ui.ui_hint("sqlite:///a b.db", run_id="abc") == "pll ui --tracking-uri 'sqlite:///a b.db' --run abc"
     assert ui.ui_hint("sqlite:///m.db", experiment="pll-benchmark").endswith("--experiment pll-benchmark")
@@ -51,3 +55,21 @@ def test_pll_ui_is_a_command():
 
     args = build_parser().parse_args(["ui", "--tracking-uri", "sqlite:///x.db", "--run", "r1", "--port", "5001"])
     assert (args.command, args.tracking_uri, args.run, args.port) == ("ui", "sqlite:///x.db", "r1", 5001)
+
+
+@pytest.mark.parametrize(
+    ("argv0", "on_path", "expected"),
+    [
+        (".venv/bin/pll", False, [".venv/bin/pll"]),  # after make run: not on the PATH, named as typed
+        ("/opt/env/bin/pll", True, ["pll"]),  # the PATH finds this very program
+        ("/somewhere/flows/cli.py", False, [sys.executable, "-m", "flows.cli"]),
+    ],
+)
+def test_printed_commands_name_pll_as_it_was_invoked(monkeypatch, tmp_path, argv0, on_path, expected):
+    program = tmp_path / "bin" / "pll"
+    program.parent.mkdir()
+    program.write_text("")
+    program.chmod(0o755)
+    monkeypatch.setattr(sys, "argv", [str(program) if on_path else argv0])
+    monkeypatch.setenv("PATH", str(program.parent) if on_path else str(tmp_path))
+    assert ui.invoked_as() == expected
