@@ -14,6 +14,8 @@ instance-dependent; :mod:`pll.noise` defaults, drawn per seed).
 
 Printed:
 
+0. The oracle's set size with each score of :data:`pll.conformal.SCORES`, and per method each score's
+   geometric mean size ratio to the smallest, beside its default (:data:`pll.conformal.DEFAULT_SCORES`).
 1. Per method, data set and α: the oracle's mean set size and coverage, and for each procedure —
    ``monte_carlo`` with the method's plausibility (``method``), with cross-fitted DST-PLL weights
    (``crossfit``), with the default check between the two (``auto``), and ``conservative`` — its
@@ -40,7 +42,7 @@ import pandas as pd
 from sklearn.preprocessing import FunctionTransformer
 
 import pll
-from pll.conformal import DEFAULT_SCORE, DEFAULT_SCORES, ConformalSets, set_report
+from pll.conformal import DEFAULT_SCORE, DEFAULT_SCORES, SCORES, ConformalSets, set_report
 from pll.features import make_features
 from pll.methods import METHODS, make_method
 
@@ -96,6 +98,10 @@ def measure_split(ds, S, rows, method, seed):
     truth = np.eye(ds.n_classes, dtype=bool)[ds.y[cal]]
     out, seconds = [], {}
     for alpha in ALPHAS:
+        for other in SCORES:  # the oracle of every score: which gives the smallest sets (DEFAULT_SCORES)
+            sets = ConformalSets(model, alpha, procedure="conservative", score=other).fit(X_cal, truth)
+            out.append({"alpha": alpha, "procedure": f"oracle {other}",
+                        "size": set_report(sets.predict_sets(X_test))["mean_set_size"]})
         for name, params in {"oracle": {"procedure": "conservative"}, **PROCEDURES}.items():
             t0 = time.perf_counter()
             sets = ConformalSets(model, alpha, score=score, **params).fit(X_cal, truth if name == "oracle" else S[cal])
@@ -141,6 +147,18 @@ def table(frame):
     return out.round(3)
 
 
+def score_table(frame):
+    """The oracle's mean set size per score; per method, each score's geometric mean size over the smallest."""
+    oracle = frame[frame["procedure"].str.startswith("oracle ")].assign(
+        score=lambda f: f["procedure"].str.removeprefix("oracle "))
+    sizes = oracle.pivot_table(index=["method", "data", "alpha"], columns="score", values="size", sort=False)
+    sizes = sizes[list(SCORES)]
+    ratio = np.exp(np.log(sizes.div(sizes.min(axis=1), axis=0)).groupby(level="method", sort=False).mean())
+    ratio["smallest"] = ratio.idxmin(axis=1)
+    ratio["default"] = [DEFAULT_SCORES.get(METHODS[m].__name__, DEFAULT_SCORE) for m in ratio.index]
+    return sizes.round(3), ratio.round(3)
+
+
 def summary(out):
     """Per procedure: settings under the coverage bar, and the geometric mean size over the oracle's."""
     alpha = out.index.get_level_values("alpha").to_numpy()
@@ -168,8 +186,13 @@ def main(argv=None):
         more, took = measure(uci, args.uci_methods, args.seeds)
         frame = pd.concat([frame, more], ignore_index=True)
         seconds = {key: seconds.get(key, 0.0) + value for key, value in took.items()}
-    out = table(frame)
+    sizes, ratio = score_table(frame)
+    out = table(frame[~frame["procedure"].str.startswith("oracle ")])
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 1000):
+        print("\nOracle mean set size per score (true-label calibration):")
+        print(sizes.to_string())
+        print("\nPer method, geometric mean over data sets and alpha of each score's oracle size over the smallest:")
+        print(ratio.to_string())
         print(f"\nMean over {args.seeds} seeds (60/20/20); bar of auto, the default: coverage >= 1 - alpha - "
               f"{COVERAGE_SLACK}, size <= {SIZE_BAR} x oracle:")
         print(out.to_string())

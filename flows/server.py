@@ -13,6 +13,7 @@ even by SIGKILL, which runs none of the cleanup that stops it at a normal exit.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from contextlib import contextmanager
@@ -107,6 +108,17 @@ def _tied_server():
     return TiedServer()
 
 
+class _QuietStop(logging.Filter):
+    """Leave out Prefect's line about stopping the temporary server at exit: the command's own last line (the
+    UI command to type next) stays the last line of its output."""
+
+    def filter(self, record):
+        return not record.getMessage().startswith("Stopping temporary server")
+
+
+_QUIET_STOP = _QuietStop()
+
+
 @contextmanager
 def temporary_server():
     """Start the temporary server unless a server is configured; yield its log file (or None).
@@ -144,6 +156,7 @@ def temporary_server():
             "or start a server (prefect server start) and point PREFECT_API_URL at it"
         ) from None
     os.environ[PREFECT_API_URL.name] = os.environ[TEMPORARY_SERVER_ENV] = server.api_url
+    logging.getLogger("prefect").addFilter(_QUIET_STOP)  # added once: a filter is kept in a set-like list
     try:
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
             yield log

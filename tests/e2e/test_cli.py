@@ -45,6 +45,7 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
                                            "tags.`pll.kind` = 'pipeline'")[0].info.run_id
     printed = shlex.join([sys.executable, "-m", "flows.cli", "ui", "--tracking-uri", uri, "--run", run_id])
     assert out.stdout.splitlines()[-1] == f"Open the UI with:  {printed}"  # as invoked, and the very last line
+    assert "Stopping temporary server" not in out.stdout + out.stderr  # nothing follows it on stderr either
     assert "Traceback" not in out.stdout + out.stderr
     assert not (tmp_path / "mlflow.db").exists()
     runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id])
