@@ -361,9 +361,11 @@ def test_a_prefect_server_that_does_not_answer_is_one_line(argv, tmp_path):
     url = f"http://127.0.0.1:{free_port()}/api"
     out = _pll(*argv, cwd=tmp_path, env={"PREFECT_API_URL": url, "MLFLOW_TRACKING_URI": ""})
     assert out.returncode == 2
+    # pll serve's deployments must outlive it: its hint, unlike a run's, offers no temporary server
+    way_out = ("; pll serve needs a server that outlives it, so a temporary one will not do" if argv == ["serve"]
+               else " or unset PREFECT_API_URL to let pll start a temporary one")
     assert out.stderr.splitlines() == [f"pll: error: the Prefect server PREFECT_API_URL={url} cannot be reached: "
-                                       "[Errno 111] Connection refused; start it (prefect server start) or unset "
-                                       "PREFECT_API_URL to let pll start a temporary one"]
+                                       f"[Errno 111] Connection refused; start it (prefect server start){way_out}"]
     assert list(tmp_path.iterdir()) == []
 
 

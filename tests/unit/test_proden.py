@@ -93,11 +93,12 @@ def test_scales_inside_so_feature_scale_does_not_matter(ambiguous):
     assert a._scaled(X[:300]).min() == 0 and a._scaled(X[:300]).max() == 1
     # standardizing too; after the cube root only the factor passes through, and is removed
     c, d = (Proden(**FAST, scaling="standard", random_state=1).fit(Z[:300], S[:300]) for Z in (X, moved))
-    # (within float32 rounding of the shifted features, which training amplifies)
-    np.testing.assert_allclose(c.predict_proba(X[300:400]), d.predict_proba(moved[300:400]), atol=1e-3)
+    # (within float32 rounding of the shifted features, which training amplifies: up to 2.2e-3 seen on some
+    # processors)
+    np.testing.assert_allclose(c.predict_proba(X[300:400]), d.predict_proba(moved[300:400]), atol=5e-3)
     scaled = X * np.logspace(-3, 3, X.shape[1])
     e, f = (Proden(**FAST, scaling="cube_root", random_state=1).fit(Z[:300], S[:300]) for Z in (X, scaled))
-    np.testing.assert_allclose(e.predict_proba(X[300:400]), f.predict_proba(scaled[300:400]), atol=1e-3)
+    np.testing.assert_allclose(e.predict_proba(X[300:400]), f.predict_proba(scaled[300:400]), atol=5e-3)
     np.testing.assert_allclose(f.offset_, np.cbrt(scaled[:300]).mean(axis=0))
 
 
