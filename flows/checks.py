@@ -19,9 +19,11 @@ def _given(function, params: dict) -> dict:
 
 
 def _noise_params(params: dict) -> dict | None:
+    if params.get("preset") is None:  # no preset to apply: its module (and scipy.stats) need not be imported
+        return dict(params.get("noise_params") or {}) or None
     from pll.paper_protocols import preset_noise_params
 
-    return preset_noise_params(params.get("preset"), params["noise"], params.get("noise_params")) or None
+    return preset_noise_params(params["preset"], params["noise"], params.get("noise_params")) or None
 
 
 def pipeline(params: dict) -> dict:
