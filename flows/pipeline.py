@@ -199,7 +199,8 @@ def pipeline(
                    "protocol": protocol, "knn": knn, "conformal_alpha": conformal_alpha,
                    "truth": evaluation.truth}
         method_runs = {"context": context, "runs": plan.runs, "predictions": prediction_frames(outputs, ds, rows),
-                       "lambdas": DEFAULT_LAMBDAS, "tags": links, "run_tags": _with_fit_tags(method_run_tags, outputs)}
+                       "lambdas": DEFAULT_LAMBDAS, "tags": links, "run_tags": _with_fit_tags(method_run_tags, outputs),
+                       "run_params": _conformal_params(outputs)}
         method_run_ids = log_results(tracking_uri, run_id, summary, evaluation, knn_metrics, backends, method_runs,
                                      figures)
     _log_stages(logger, summary, rows, neighbor_sets, knn_metrics, evaluation, outputs)
@@ -219,6 +220,12 @@ def _with_fit_tags(method_run_tags, outputs):
         if o.fit:
             tags.setdefault(o.name, {}).update({f"pll.fit.{k}": str(v) for k, v in o.fit.items()})
     return tags
+
+
+def _conformal_params(outputs):
+    """Per method run, the weights its conformal sets were calibrated on, as the param ``conformal_weights``."""
+    return {o.name: {"conformal_weights": o.fit["conformal_weights"]} for o in outputs
+            if o.option == "conformal" and o.fit.get("conformal_weights")}
 
 
 def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs):

@@ -107,7 +107,8 @@ def coverage_curve(sweep):
 
 
 def log_method_runs(tracking_uri: str, parent_run_id: str, context: dict, runs, evaluation, predictions: dict,
-                    summary: dict, lambdas, tags: dict | None = None, run_tags: dict | None = None) -> dict:
+                    summary: dict, lambdas, tags: dict | None = None, run_tags: dict | None = None,
+                    run_params: dict | None = None) -> dict:
     """A child run of ``parent_run_id`` per method run; returns method run name -> MLflow run id.
 
     ``context``: the params every method run shares with its parent (data
@@ -116,7 +117,8 @@ def log_method_runs(tracking_uri: str, parent_run_id: str, context: dict, runs, 
     :class:`~pll.experiment.Evaluation`; ``predictions``:
     :func:`pll.experiment.prediction_frames`; ``tags``: tags of every
     method run (the flow run that made them); ``run_tags``: per method run
-    name, its own (a grid's cell keys).
+    name, its own (a grid's cell keys); ``run_params``: per method run name,
+    params its fit settled (the weights its conformal sets were calibrated on).
     """
     client = MlflowClient(tracking_uri)
     experiment_id = client.get_run(parent_run_id).info.experiment_id
@@ -132,7 +134,8 @@ def log_method_runs(tracking_uri: str, parent_run_id: str, context: dict, runs, 
         run_id = ids[run.name] = created.info.run_id
         scalars = [Metric(k, float(v), stamp, 0) for k, v in metrics[run.name].items()]
         log_entries(client, run_id, metrics=scalars + metric_series(evaluation, run.name, lambdas, stamp),
-                    params={**context, "features": run.features, **method_params(run)})
+                    params={**context, "features": run.features, **method_params(run),
+                            **(run_params or {}).get(run.name, {})})
         client.log_inputs(run_id, datasets=[dataset_input(summary)])
         files = {f"predictions/{part}.parquet": frame_writer(frame) for part, frame in predictions[run.name].items()}
         for o in options:  # the option's own tables, not the evaluation's dicts, which rebuild on each access

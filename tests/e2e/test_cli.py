@@ -51,6 +51,9 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
     runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id])
     assert sorted(r.data.tags["pll.kind"] for r in runs) == ["method", "pipeline"]
     pipeline_run = next(r for r in runs if r.data.tags["pll.kind"] == "pipeline")
+    method_run = next(r for r in runs if r.data.tags["pll.kind"] == "method")
+    assert method_run.data.params["conformal_weights"] == method_run.data.tags["pll.fit.conformal_weights"]
+    assert method_run.data.params["conformal_weights"] in ("method", "crossfit")
     assert pipeline_run.data.params["noise_applied"] == "class_dependent"
     assert json.loads(pipeline_run.data.params["noise_applied_params"]) == {"eps": 0.7, "p": 0.7, "r": 1}
     _runs_as_printed(printed, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
