@@ -428,7 +428,9 @@ class ConformalSets(BaseEstimator):
         (:data:`WEIGHTS`): the method's plausibility, DST-PLL's cross-fitted
         over the calibration rows (:func:`crossfit_conformity`), or the
         method's checked against the cross-fitted ones, falling back to them
-        when they ask for a larger threshold.
+        when they ask for a larger threshold.  The cross-fitted weights read
+        the calibration rows ``X`` as features (neighbors by distance): pass
+        ``"method"`` where ``X`` is something else (row keys, say).
     random_state : int, RandomState or None, default=0
         Draws the cross-fitting folds (``weights`` ``auto`` or ``crossfit``).
 
