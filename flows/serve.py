@@ -9,6 +9,7 @@ names keep each deployment with the one process that registered it, in either or
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import yaml
 from prefect import serve
 from prefect.deployments.runner import RunnerDeployment
+from prefect.exceptions import TerminationSignal
 from prefect.runner.storage import LocalStorage
 from prefect.schedules import Cron
 from prefect.settings import PREFECT_API_URL
@@ -86,10 +88,17 @@ def serve_all(path=DEPLOYMENTS_FILE):
         )
     check_configured_server(PREFECT_API_URL.value(), temporary=False)
     deployments = to_runner_deployments(load_deployment_specs(path))
+    # SIGTERM before Prefect's runner installs its own handler (while it registers the deployments) ends the
+    # serving as the runner's would, instead of killing the process before the schedules are paused.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         serve(*deployments, pause_on_shutdown=False)
     finally:
         pause_schedules(deployments)
+
+
+def _terminated(signum, frame):
+    raise TerminationSignal(signal=signum)
 
 
 def pause_schedules(deployments, timeout=PAUSE_TIMEOUT_SECONDS):

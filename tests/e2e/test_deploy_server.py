@@ -187,12 +187,23 @@ def test_pll_serve_stops_on_sigterm_within_ten_seconds_while_its_server_is_down(
     env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                 "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"})
     shell = Shell(env, tmp_path, port)
+    names = [served_name(s["name"]) for s in SPECS]
+
+    def serve():
+        with open(tmp_path / "serve.log", "a") as log:
+            process = subprocess.Popen([str(Path(sys.executable).parent / "pll"), "serve"], cwd=tmp_path, env=env,
+                                       stdout=log, stderr=subprocess.STDOUT)
+        shell.wait(process, lambda: sorted(d["name"] for d in shell.deployments(names).values()
+                                            if not d["paused"]) == sorted(names))
+        return process
+
     try:
         shell.start(f"{Path(sys.executable).parent / 'prefect'} server start --host 127.0.0.1 --port {port}")
-        with open(tmp_path / "serve.log", "w") as log:
-            serving = subprocess.Popen([str(Path(sys.executable).parent / "pll"), "serve"], cwd=tmp_path, env=env,
-                                       stdout=log, stderr=subprocess.STDOUT)
-        shell.wait(serving, lambda: len(shell.deployments(served_name(s["name"]) for s in SPECS)) == len(SPECS))
+        first = serve()
+        first.send_signal(signal.SIGTERM)  # with the server up, stopping pauses the schedules
+        assert first.wait(timeout=60) == 0
+        assert all(d["paused"] for d in shell.deployments(names).values())
+        serving = serve()
         shell.stop()  # the server dies
         tree = descendants(serving.pid)
         started = time.monotonic()
