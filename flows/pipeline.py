@@ -203,14 +203,15 @@ def pipeline(
                        "run_params": _conformal_params(outputs)}
         method_run_ids = log_results(tracking_uri, run_id, summary, evaluation, knn_metrics, backends, method_runs,
                                      figures)
-    _log_stages(logger, summary, rows, neighbor_sets, knn_metrics, evaluation, outputs)
+    labels = describe_noise(summary.get("noise"), summary.get("noise_params"))
+    _log_stages(logger, summary, labels, rows, neighbor_sets, knn_metrics, evaluation, outputs)
     table = evaluation.table
     publish_table(markdown_table(table), f"Metrics of {name} (MLflow run {run_id})")
     logger.info(f"MLflow: parent run {run_id} ({name}), method runs "
                 + ", ".join(f"{n} {i}" for n, i in method_run_ids.items()))
     return {"run_id": run_id, "method_run_ids": method_run_ids, "experiment": experiment,
             "tracking_uri": tracking_uri, "metrics": table, "truth": evaluation.truth,
-            "labels": describe_noise(summary.get("noise"), summary.get("noise_params"))}
+            "labels": labels}
 
 
 def _with_fit_tags(method_run_tags, outputs):
@@ -228,8 +229,9 @@ def _conformal_params(outputs):
             if o.option == "conformal" and o.fit.get("conformal_weights")}
 
 
-def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs):
-    """One log line per stage: what it read, searched and predicted (a cached stage runs no code to log it).
+def _log_stages(logger, summary, labels, rows, neighbor_sets, knn, evaluation, outputs):
+    """One log line per stage: what it read, did to the labels (``labels``), searched and predicted (a cached stage
+    runs no code to log it).
 
     ``knn``: the searches' metrics (:func:`pll.experiment.neighbor_metrics`), whose recall and seconds it reports;
     ``outputs``: the method outputs, whose trust searches by cells and conformal calibrations it reports
@@ -237,7 +239,7 @@ def _log_stages(logger, summary, rows, neighbor_sets, knn, evaluation, outputs):
     """
     logger.info(f"data: {summary['name']}, {summary['rows']} rows, {summary['features']} features, "
                 f"{summary['classes']} classes, average bag {summary['average_bag_size']:.2f} labels")
-    logger.info(f"labels: {describe_noise(summary.get('noise'), summary.get('noise_params'))}")
+    logger.info(f"labels: {labels}")
     logger.info(f"split: {rows.fit.size} fitting + {rows.val.size} validation + {rows.test.size} test rows")
     for features, nb in neighbor_sets.items():
         if nb is None:

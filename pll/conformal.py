@@ -567,8 +567,9 @@ class ConformalSets(BaseEstimator):
         if self.weights == "crossfit":
             return crossfit, "crossfit", None
         own = calibration_weights(scores, values, bags, self.procedure, temperature)[0]
-        check = float((crossfit * (scores <= weighted_quantile(scores, own, self.alpha))).sum(axis=1).mean())
-        if weighted_quantile(scores, crossfit, self.alpha) > weighted_quantile(scores, own, self.alpha):
+        threshold = weighted_quantile(scores, own, self.alpha)
+        check = float((crossfit * (scores <= threshold)).sum(axis=1).mean())
+        if weighted_quantile(scores, crossfit, self.alpha) > threshold:
             return crossfit, "crossfit", check
         return own, "method", check
 
