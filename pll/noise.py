@@ -435,10 +435,7 @@ def check_noise(model, params=None):
     name = "class_dependent" if model in ("auto", "none") else model
     if name not in NOISE_MODELS:
         raise InvalidParameterError(f"unknown noise model {model!r}: choose from auto, none, {', '.join(NOISE_MODELS)}")
-    own = {
-        key: p for key, p in inspect.signature(NOISE_MODELS[name]).parameters.items()
-        if key not in _FROM_DATA and key != "random_state"
-    }
+    own = _own_parameters(name)
     unknown = [key for key in params if key not in own]
     if unknown:
         raise InvalidParameterError(f"noise model {model!r} has no parameter {unknown[0]!r}; "
@@ -457,12 +454,16 @@ def check_noise_applies(ds, model):
         raise InvalidDataError(f"{ds.name}: noise model {model!r} needs true labels, and the data has none")
 
 
+def _own_parameters(model):
+    """The parameters of noise ``model``'s function that the user sets: not the data's, not the seed."""
+    return {key: p for key, p in inspect.signature(NOISE_MODELS[model]).parameters.items()
+            if key not in _FROM_DATA and key != "random_state"}
+
+
 def noise_parameters(model, params=None):
     """The parameters noise ``model`` ran with: ``params`` over its function's defaults (data and seed aside)."""
-    defaults = {
-        key: p.default for key, p in inspect.signature(NOISE_MODELS[model]).parameters.items()
-        if key not in _FROM_DATA and key != "random_state" and p.default is not p.empty and p.default is not None
-    }
+    defaults = {key: p.default for key, p in _own_parameters(model).items()
+                if p.default is not p.empty and p.default is not None}
     return {**defaults, **dict(params or {})}
 
 

@@ -5,6 +5,7 @@ from prefect.cache_policies import NO_CACHE
 
 import pll
 from cache.policy import RETRIES
+from pll.data import load_run_data
 
 
 @task(name="ingest", cache_policy=NO_CACHE, **RETRIES)
@@ -16,10 +17,4 @@ def ingest(
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
     ``noisy_bags`` accepts empty bags and true labels outside their bags.
     """
-    return pll.load_dataset(
-        dataset,
-        protocol=protocol,
-        allow_empty_bags=noisy_bags,
-        allow_true_label_outside=noisy_bags,
-        variables=mat_variables,
-    )
+    return load_run_data(dataset, protocol, noisy_bags, mat_variables)

@@ -1,7 +1,7 @@
 """Data sets: the partial-label data set type, loaders, protocols and splits."""
 
 from .dataset import PartialLabelDataset, one_hot, validate_arrays
-from .loaders import BUILTIN_NAMES, FILE_FORMATS, check_source, load_dataset
+from .loaders import BUILTIN_NAMES, FILE_FORMATS, check_source, load_dataset, load_run_data
 from .mat import parse_mat_variables
 from .protocol import PROTOCOLS, apply_protocol, dst_pll_protocol
 from .split import split_indices, train_test_split, validation_indices
@@ -15,6 +15,7 @@ __all__ = [
     "check_source",
     "dst_pll_protocol",
     "load_dataset",
+    "load_run_data",
     "one_hot",
     "parse_mat_variables",
     "split_indices",

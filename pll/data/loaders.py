@@ -37,6 +37,13 @@ FILE_FORMATS = {
 }
 
 
+def load_run_data(dataset, protocol="none", noisy_bags=False, mat_variables=None) -> PartialLabelDataset:
+    """The data set as a run takes it: :func:`load_dataset` with ``noisy_bags`` accepting both kinds of noisy bags
+    (empty ones, true labels outside).  The ingestion stage and the command line's pre-flight read it alike."""
+    return load_dataset(dataset, protocol=protocol, allow_empty_bags=noisy_bags,
+                        allow_true_label_outside=noisy_bags, variables=mat_variables)
+
+
 def load_dataset(
     name_or_path,
     *,

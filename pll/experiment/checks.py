@@ -56,12 +56,10 @@ def check_data_content(*, dataset, mat_variables=None, protocol=catalog.DEFAULT_
     A full read: the command line calls it before it starts a server, so that bad content is one line at
     once; a flow does not (its first task reads the data).
     """
-    from ..data import load_dataset
+    from ..data import load_run_data
     from ..noise import check_noise_applies
 
-    ds = load_dataset(dataset, protocol=protocol, allow_empty_bags=noisy_bags, allow_true_label_outside=noisy_bags,
-                      variables=mat_variables)
-    check_noise_applies(ds, noise)
+    check_noise_applies(load_run_data(dataset, protocol, noisy_bags, mat_variables), noise)
 
 
 def check_feature_pipeline(name, what="features"):
