@@ -17,7 +17,7 @@ JOBS ?= auto
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,docs]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[pipeline,test,docs]'
 	@touch $@
 
 run: $(STAMP)

@@ -25,7 +25,7 @@ BASELINES = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "python -c 'import prefect'": [sys.executable, "-c", "import prefect"],
 }
-PLL = [sys.executable, "-m", "flows.cli"]
+PLL = [sys.executable, "-m", "pll_pipeline.flows.cli"]
 COMMANDS = {
     "pll --help": ["--help"],
     "pll run --help": ["run", "--help"],

@@ -50,7 +50,7 @@ def compute_seconds(grid) -> float:
 
 
 def grid_seconds(spec, concurrency, tracking_uri) -> float:
-    from flows.benchmark import benchmark
+    from pll_pipeline.flows.benchmark import benchmark
 
     t0 = time.perf_counter()
     state = benchmark(grid=spec, max_concurrency=concurrency, tracking_uri=tracking_uri, return_state=True)
@@ -70,7 +70,7 @@ def main():
         os.chdir(tmp)  # the stage cache (.pll-cache) and the MLflow store start empty here
         from mlflow.tracking import MlflowClient
 
-        from flows.server import temporary_server
+        from pll_pipeline.flows.server import temporary_server
         from pll.grid import load_grid
 
         grid = load_grid(grid_file)

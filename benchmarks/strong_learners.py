@@ -27,7 +27,7 @@ from scipy.stats import ttest_rel
 
 from pll import catalog
 from pll.tables import markdown_table
-from tracking.store import resolve_tracking_uri
+from pll_pipeline.tracking.store import resolve_tracking_uri
 
 TABLE_NOTE = ("Per data set, every method run over its seeds: test accuracy (mean ± std, %), the paired t-tests "
               "of accuracy against DST-PLL and against the best kNN method (PL-kNN, DST-PLL or PL A-kNN, by mean; "

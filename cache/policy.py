@@ -15,7 +15,7 @@ written or read, so a Dask worker uses its own working directory; point
 ``PLL_CACHE_DIR`` at a shared absolute path when workers run elsewhere).
 Entries are signed with the user's secret key and read only if the signature
 verifies, so a file planted there is never deserialized; a cache directory
-that others can write is not used (see :mod:`cache.store`).
+that others can write is not used (see :mod:`pll_pipeline.cache.store`).
 
 Stages retry transient failures (I/O, network, Dask cluster) with exponential
 backoff; a bad input or a bug fails the same way every time and is not retried.
@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import os
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +37,11 @@ from prefect.tasks import exponential_backoff
 from pll.errors import PllError
 from pll.grid import stable_hash
 from pll.provenance import package_versions
-from cache.store import SignedStore
+from pll_pipeline.cache.store import SignedStore
 
 CACHE_DIR_ENV = "PLL_CACHE_DIR"
 RESULT_STORE = SignedStore(basepath=os.environ.get(CACHE_DIR_ENV) or ".pll-cache")
-HASHED_PACKAGES = ("pll", "tasks")
+HASHED_PACKAGES = ("pll", "pll_pipeline.tasks")
 # Fields and options that say how long a stage took or where it ran, not what it computed.
 NOT_CONTENT = frozenset({"timings", "address"})
 
@@ -107,10 +108,10 @@ def code_version() -> str:
 
 def _hash_sources() -> str:
     h = hashlib.sha256(json.dumps(package_versions(), sort_keys=True).encode())
-    root = Path(__file__).resolve().parents[1]
     for package in HASHED_PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode())
+        root = Path(find_spec(package).origin).parent  # the checkout's folder, or the installed one
+        for path in sorted(root.rglob("*.py")):
+            h.update(f"{package}/{path.relative_to(root).as_posix()}".encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:32]
 

@@ -21,7 +21,7 @@ temporary file and renamed into place, so that a reader never sees half an entry
 at an entry's name is replaced, not written through.
 
 Prefect's ``Task`` takes as result storage only a block saved on its server, so that any process can
-load it from there.  This one is built by importing :mod:`cache.policy` instead and carries a fixed
+load it from there.  This one is built by importing :mod:`pll_pipeline.cache.policy` instead and carries a fixed
 id, :data:`STORE_ID`, that no server knows: reading a result back from a state fetched from the API
 (``ResultStore._from_metadata``) then fails to load the block, rather than falling back to a plain
 local file system that would deserialize an unsigned file.

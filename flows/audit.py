@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows import LOG_PRINTS, checks
-from flows.links import flow_run_tags, name_flow_run, tag_flow_run
+from pll_pipeline.flows import LOG_PRINTS, checks
+from pll_pipeline.flows.links import flow_run_tags, name_flow_run, tag_flow_run
 from pll import catalog
 from pll.experiment import dataset_label
 from pll.neighbors import DEFAULT_BACKEND
 from pll.atomic_files import write_atomically
-from tasks.audit import audit as audit_task
-from tracking.audit import log_audit
-from tasks.ingest import ingest
-from tasks.noise import add_noise
-from flows.tracked import ending_on_error
-from tracking.runs import end_run, resolve_tracking_uri, start_run, unique_run_name
+from pll_pipeline.tasks.audit import audit as audit_task
+from pll_pipeline.tracking.audit import log_audit
+from pll_pipeline.tasks.ingest import ingest
+from pll_pipeline.tasks.noise import add_noise
+from pll_pipeline.flows.tracked import ending_on_error
+from pll_pipeline.tracking.runs import end_run, resolve_tracking_uri, start_run, unique_run_name
 
 DEFAULT_NEIGHBORS = 10
 

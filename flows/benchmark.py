@@ -27,14 +27,14 @@ from prefect import flow, get_run_logger
 from prefect.exceptions import PrefectHTTPStatusError
 from prefect.states import Failed
 
-from flows import LOG_PRINTS
-from flows.cluster import dask_cluster, on_dask
-from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
-from flows.tracked import ending_on_error
-from flows.pipeline import pipeline
+from pll_pipeline.flows import LOG_PRINTS
+from pll_pipeline.flows.cluster import dask_cluster, on_dask
+from pll_pipeline.flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
+from pll_pipeline.flows.tracked import ending_on_error
+from pll_pipeline.flows.pipeline import pipeline
 from pll.tables import markdown_table
 from pll.grid import load_grid, parse_grid, results_table, risk_figures, summarize, summary_tables
-from tracking.grid import (
+from pll_pipeline.tracking.grid import (
     CELL_KEY_TAG,
     EXECUTION_KEY_TAG,
     GRID_KEY_TAG,
@@ -43,7 +43,7 @@ from tracking.grid import (
     finished_executions,
     log_grid_results,
 )
-from tracking.runs import (
+from pll_pipeline.tracking.runs import (
     KIND_TAG,
     PARENT_TAG,
     end_run,
@@ -123,7 +123,7 @@ def benchmark(
     """Run every cell of ``grid`` (a grid file path, or the grid as a mapping; see :mod:`pll.grid`).
 
     ``dask_address``: None, ``"local"`` or a scheduler address (see
-    :mod:`flows.cluster`); ``max_concurrency``, ``experiment`` and ``preset``
+    :mod:`pll_pipeline.flows.cluster`); ``max_concurrency``, ``experiment`` and ``preset``
     (:mod:`pll.paper_protocols`) override the grid's.  Returns a dict: ``parent_run_id``, ``experiment``,
     ``tracking_uri``, ``cells`` (the total), ``finished``, ``failures``
     (cell, label, error), ``metrics`` (every cell's table) and ``summary``.

@@ -27,7 +27,7 @@ def _noise_params(params: dict) -> dict | None:
 
 
 def pipeline(params: dict) -> dict:
-    """A pipeline run's (:func:`flows.pipeline.pipeline`): its data, noise, methods, features, kNN and sets."""
+    """A pipeline run's (:func:`pll_pipeline.flows.pipeline.pipeline`): its data, noise, methods, features, kNN and sets."""
     from pll.experiment import check_run
 
     settled = {"noise_params": _noise_params(params)}
@@ -36,7 +36,7 @@ def pipeline(params: dict) -> dict:
 
 
 def training(params: dict) -> dict:
-    """A training run's (:func:`flows.train.train`): as a pipeline's for its one method, and its reject options."""
+    """A training run's (:func:`pll_pipeline.flows.train.train`): as a pipeline's for its one method, and its reject options."""
     from pll.experiment import check_run
     from pll.scoring import check_reject_options
 
@@ -49,7 +49,7 @@ def training(params: dict) -> dict:
 
 
 def benchmark(params: dict) -> dict:
-    """A grid's (:func:`flows.benchmark.benchmark`): the grid file parses under the preset."""
+    """A grid's (:func:`pll_pipeline.flows.benchmark.benchmark`): the grid file parses under the preset."""
     from pll.grid import load_grid
 
     load_grid(params["grid"], params.get("preset"))
@@ -57,7 +57,7 @@ def benchmark(params: dict) -> dict:
 
 
 def scoring(params: dict) -> dict:
-    """A scoring run's (:func:`flows.score.score_one`): the input can be read and the output written."""
+    """A scoring run's (:func:`pll_pipeline.flows.score.score_one`): the input can be read and the output written."""
     from pll.scoring import check_input_path, check_output_path
 
     check_input_path(params["input"])
@@ -66,7 +66,7 @@ def scoring(params: dict) -> dict:
 
 
 def auditing(params: dict) -> dict:
-    """An audit's (:func:`flows.audit.audit`): its data, noise, features, kNN, neighbors and output."""
+    """An audit's (:func:`pll_pipeline.flows.audit.audit`): its data, noise, features, kNN, neighbors and output."""
     from pll.experiment import check_data, check_feature_pipeline
     from pll.neighbors.registry import check_backend
     from pll.scoring import check_output_path

@@ -9,7 +9,7 @@ import signal
 import sys
 from contextlib import ExitStack
 
-import flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
+import pll_pipeline.flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
 from pll import catalog
 from pll.errors import PllError
 from pll.progress import Stopped
@@ -294,13 +294,13 @@ def cmd_serve(args):
 def preflight(args):
     """Refuse bad arguments and bad input before Prefect or MLflow start: one line, nothing created or left running.
 
-    The checks are the flow's own (:mod:`flows.checks`), which it runs again
+    The checks are the flow's own (:mod:`pll_pipeline.flows.checks`), which it runs again
     when a deployment starts it; the preset is the flow's to apply.  Then the
     data (or the table to score) is read and checked as the flow would
-    (:func:`flows.checks.content`): a bad cell is refused at once, not after
+    (:func:`pll_pipeline.flows.checks.content`): a bad cell is refused at once, not after
     the temporary server's start.
     """
-    from tracking.store import resolve_tracking_uri
+    from pll_pipeline.tracking.store import resolve_tracking_uri
 
     from .checks import COMMANDS, content
 

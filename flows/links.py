@@ -4,7 +4,7 @@ Someone looking at a failed flow run in Prefect finds the run to open in
 MLflow, and someone comparing runs in MLflow finds the flow run whose logs
 say what each stage did.  The flow run's URL is recorded only for a server
 that outlives the command: the temporary server of a ``pll`` command (see
-:mod:`flows.server`) is gone with it.
+:mod:`pll_pipeline.flows.server`) is gone with it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from prefect import get_client, runtime
 from prefect.artifacts import create_markdown_artifact
 
-from flows.server import TEMPORARY_SERVER_ENV
+from pll_pipeline.flows.server import TEMPORARY_SERVER_ENV
 
 FLOW_RUN_ID_TAG = "prefect.flow_run_id"
 FLOW_RUN_NAME_TAG = "prefect.flow_run_name"

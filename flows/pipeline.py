@@ -1,8 +1,8 @@
 """The pipeline flow: ingest -> noise -> features -> neighbors -> methods -> evaluate, logged to MLflow.
 
 One MLflow run per execution holds what the method runs share; each method
-run is a child run of it (:mod:`tracking.pipeline`).  The flow run and
-the MLflow run name each other (:mod:`flows.links`) and have the same name.
+run is a child run of it (:mod:`pll_pipeline.tracking.pipeline`).  The flow run and
+the MLflow run name each other (:mod:`pll_pipeline.flows.links`) and have the same name.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from threadpoolctl import threadpool_limits
 
-from flows import LOG_PRINTS, checks
-from flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
-from flows.tracked import ending_on_error
+from pll_pipeline.flows import LOG_PRINTS, checks
+from pll_pipeline.flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
+from pll_pipeline.flows.tracked import ending_on_error
 from pll import catalog
 from pll.evaluation import DEFAULT_LAMBDAS
 from pll.experiment import (
@@ -32,12 +32,12 @@ from pll.experiment import (
 from pll.neighbors import DEFAULT_BACKEND
 from pll.noise import describe_noise
 from pll.tables import markdown_table
-from cache.policy import bounded, lineage_keys
-from tasks.ingest import ingest
-from tracking.pipeline import RUN_KIND, log_results
-from tasks.progress import stop_stages
-from tasks.stages import run_protocol, run_stage
-from tracking.runs import (
+from pll_pipeline.cache.policy import bounded, lineage_keys
+from pll_pipeline.tasks.ingest import ingest
+from pll_pipeline.tracking.pipeline import RUN_KIND, log_results
+from pll_pipeline.tasks.progress import stop_stages
+from pll_pipeline.tasks.stages import run_protocol, run_stage
+from pll_pipeline.tracking.runs import (
     KIND_TAG,
     PARENT_TAG,
     resolve_tracking_uri,
@@ -57,7 +57,7 @@ def submit_protocol(protocol: Protocol, raw) -> RunResult:
     :class:`~pll.experiment.stages.StageValues` drops each once every stage
     that reads it has finished.  At the first stage that fails, the others
     are asked to stop at their next block of rows
-    (:func:`tasks.progress.stop_stages`) and its own error is raised, not
+    (:func:`pll_pipeline.tasks.progress.stop_stages`) and its own error is raised, not
     minutes later.
     """
     stage_task = bounded(run_stage, raw.n_rows)
@@ -131,7 +131,7 @@ def pipeline(
     parameters given (``pl_knn k=5``).
     ``dask_address``: the scheduler of the Dask cluster the kNN backend
     ``dask`` uses (the caller picks the task runner, see
-    :func:`flows.cluster.on_dask`); ``run_tags``: extra MLflow tags of the
+    :func:`pll_pipeline.flows.cluster.on_dask`); ``run_tags``: extra MLflow tags of the
     parent, ``method_run_tags`` of each method run (by name); ``run_name``
     replaces the parent's name (data set, noise, seed); ``figures=False``
     draws no figures (a grid draws its own).  ``stage_tasks``: a Prefect
@@ -145,7 +145,7 @@ def pipeline(
     methods', the feature pipelines' and the trust score's.  ``conformal_alpha``:
     the miscoverage of the conformal prediction sets evaluated as a third
     reject option (None: not evaluated).  Stages of a run
-    on more rows than :func:`cache.policy.cache_max_rows` are not cached.
+    on more rows than :func:`pll_pipeline.cache.policy.cache_max_rows` are not cached.
     """
     noise_params = checks.pipeline(locals())["noise_params"]  # first: locals() are the parameters
     tracking_uri = resolve_tracking_uri(tracking_uri)

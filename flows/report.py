@@ -7,8 +7,8 @@ from pathlib import Path
 from pll.paper_protocols import get_preset
 from pll.reproduction import ReportOptions, results_page
 from pll.atomic_files import write_atomically
-from tracking.grid import grid_results
-from tracking.runs import resolve_tracking_uri
+from pll_pipeline.tracking.grid import grid_results
+from pll_pipeline.tracking.runs import resolve_tracking_uri
 
 
 def report(sources, output, *, tracking_uri: str | None = None, preset: str | None = None,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows import LOG_PRINTS, checks
+from pll_pipeline.flows import LOG_PRINTS, checks
 from pll import catalog
 from pll.errors import FilesFailedError
 from pll.scoring import (
@@ -26,11 +26,11 @@ from pll.scoring import (
     read_ledger,
     write_ledger,
 )
-from tasks.scoring import score
-from tracking.scoring import link_model, load, load_if_any, log_scoring
-from flows.links import flow_run_tags, tag_flow_run
-from flows.tracked import ending_on_error
-from tracking.runs import end_run, resolve_tracking_uri, start_run
+from pll_pipeline.tasks.scoring import score
+from pll_pipeline.tracking.scoring import link_model, load, load_if_any, log_scoring
+from pll_pipeline.flows.links import flow_run_tags, tag_flow_run
+from pll_pipeline.flows.tracked import ending_on_error
+from pll_pipeline.tracking.runs import end_run, resolve_tracking_uri, start_run
 
 
 @flow(name="pll-score", log_prints=LOG_PRINTS)

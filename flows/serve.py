@@ -26,8 +26,8 @@ from pll.errors import InvalidParameterError, PllError
 
 from .server import check_configured_server
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
-DEPLOYMENTS_FILE = PROJECT_DIR / "deployments" / "prefect.yaml"
+# Beside flows/ in a checkout, inside pll_pipeline/ in an installed wheel: the same relative place.
+DEPLOYMENTS_FILE = Path(__file__).resolve().parents[1] / "deployments" / "prefect.yaml"
 SERVED_SUFFIX = "-served"
 PAUSE_TIMEOUT_SECONDS = 5
 """How long stopping ``pll serve`` waits for the server to pause its schedules: SIGTERM stops it within 10 s."""
@@ -39,6 +39,8 @@ class ServerNotConfiguredError(PllError):
 
 def load_deployment_specs(path=DEPLOYMENTS_FILE) -> list[dict]:
     """The ``deployments`` entries of a prefect.yaml file."""
+    if not Path(path).is_file():
+        raise InvalidParameterError(f"{path}: no such deployments file")
     try:
         specs = yaml.safe_load(Path(path).read_text())["deployments"]
     except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
@@ -51,13 +53,14 @@ def served_name(name: str) -> str:
     return f"{name}{SERVED_SUFFIX}"
 
 
-def to_runner_deployments(specs, project_dir=PROJECT_DIR):
+def to_runner_deployments(specs, working_dir=None):
     """Runner deployments (flow, parameters, schedules) for :func:`prefect.serve`.
 
-    Their code lives in ``project_dir`` (local storage): runs start there, as the work-pool
-    deployments' pull step makes them, whichever directory ``pll serve`` was started from.
+    The entrypoints are module paths of the installed package; runs start in ``working_dir``
+    (default: the directory ``pll serve`` was started from), where relative paths such as
+    ``incoming/`` resolve, as the work-pool deployments' pull step makes them start in ``$PLL_PROJECT_DIR``.
     """
-    storage = LocalStorage(str(project_dir))
+    storage = LocalStorage(str(Path(working_dir or Path.cwd()).resolve()))
     deployments = []
     for spec in specs:
         crons = [Cron(s["cron"], timezone=s.get("timezone")) for s in spec.get("schedules") or [] if "cron" in s]

@@ -7,7 +7,7 @@ traceback that has nothing to do with the run.  Starting it here, with its
 standard output and error pointed at a log file while it is spawned, keeps
 the command's own output clean and the server's messages on record.
 
-Each server process is tied to this one (:mod:`flows.lifeline`): it stops when ``pll`` dies,
+Each server process is tied to this one (:mod:`pll_pipeline.flows.lifeline`): it stops when ``pll`` dies,
 even by SIGKILL, which runs none of the cleanup that stops it at a normal exit.
 """
 
@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pll.errors import PllError
-from tracking.health import health_problem
+from pll_pipeline.tracking.health import health_problem
 
 from . import lifeline
 

@@ -15,8 +15,8 @@ from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
 
 from pll.progress import Stopped, stop_all_loops, stopping_all
-from tasks.progress import stop_stages
-from tracking.runs import end_run
+from pll_pipeline.tasks.progress import stop_stages
+from pll_pipeline.tracking.runs import end_run
 
 INTERRUPTIONS = (KeyboardInterrupt, TerminationSignal)
 """Ctrl-C, and SIGTERM as Prefect raises it (a worker cancelling a flow run, ``systemd stop``, ``docker stop``)."""
@@ -36,7 +36,7 @@ def ending_on_error(tracking_uri: str, run_id: str):
     """Within this block, an error ends MLflow run ``run_id`` FAILED and an interruption ends it KILLED.
 
     An interruption also asks this flow run's stages to stop at their next
-    block of rows (:func:`tasks.progress.stop_stages`): without that, the
+    block of rows (:func:`pll_pipeline.tasks.progress.stop_stages`): without that, the
     task runner waits for them to compute to the end before the process can
     exit.  A stage stopped because the process is ending (a grid's execution
     in a thread that sees no signal) counts as an interruption too.

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import LOG_PRINTS, checks
-from flows.links import flow_run_tags, name_flow_run, tag_flow_run
+from pll_pipeline.flows import LOG_PRINTS, checks
+from pll_pipeline.flows.links import flow_run_tags, name_flow_run, tag_flow_run
 from pll import catalog
 from pll.experiment import dataset_label
 from pll.neighbors import DEFAULT_BACKEND
-from tasks.ingest import ingest
-from tasks.training import fit
-from tracking.models import input_example, log_model
-from tasks.noise import add_noise
-from flows.tracked import ending_on_error
-from tracking.runs import end_run, resolve_tracking_uri, start_run
+from pll_pipeline.tasks.ingest import ingest
+from pll_pipeline.tasks.training import fit
+from pll_pipeline.tracking.models import input_example, log_model
+from pll_pipeline.tasks.noise import add_noise
+from pll_pipeline.flows.tracked import ending_on_error
+from pll_pipeline.tracking.runs import end_run, resolve_tracking_uri, start_run
 
 
 @flow(name="pll-train", log_prints=LOG_PRINTS)

@@ -7,7 +7,7 @@ So ``pll ui`` prints a link that carries both: ``workflowType=machine_learning``
 With ``--run`` the link opens MLflow's compare view of that run's method runs instead.
 
 The server is ``mlflow server`` in a process group of its own, on 127.0.0.1: Ctrl-C or SIGTERM stops the
-whole group, and :mod:`flows.lifeline` stops it if ``pll ui`` is killed.  Its job runner (MLflow's
+whole group, and :mod:`pll_pipeline.flows.lifeline` stops it if ``pll ui`` is killed.  Its job runner (MLflow's
 background workers for GenAI judges, seven processes) is turned off: browsing runs needs none of it.
 Nothing here imports MLflow: the server is asked over its REST API, so ``pll ui`` starts in a second.
 """
@@ -67,14 +67,14 @@ def invoked_as() -> list[str]:
     """The words that started this ``pll``, so that a command it prints runs as printed.
 
     ``pll`` where the PATH finds this same program; else its path as typed
-    (``.venv/bin/pll`` after ``make run``); ``python -m flows.cli`` when run as a module.
+    (``.venv/bin/pll`` after ``make run``); ``python -m pll_pipeline.flows.cli`` when run as a module.
     """
     program = sys.argv[0] if sys.argv else ""
     if os.path.basename(program) == "pll":
         found = shutil.which("pll")
         return ["pll"] if found and os.path.realpath(found) == os.path.realpath(program) else [program]
     if program.endswith(os.path.join("flows", "cli.py")):
-        return [sys.executable, "-m", "flows.cli"]
+        return [sys.executable, "-m", "pll_pipeline.flows.cli"]
     return ["pll"]
 
 
@@ -212,7 +212,7 @@ def free_port() -> int:
 
 
 def server_command(tracking_uri: str, port: int) -> list[str]:
-    from tracking.store import artifact_location
+    from pll_pipeline.tracking.store import artifact_location
 
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri,
                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
@@ -276,7 +276,7 @@ def print_links(tracking_uri: str, base: str, experiment: str, run_id: str | Non
 
 def main(args) -> int:
     """``pll ui``: start the server (unless the store is a server), print the links, wait for Ctrl-C."""
-    from tracking.store import resolve_tracking_uri
+    from pll_pipeline.tracking.store import resolve_tracking_uri
 
     from . import lifeline
 

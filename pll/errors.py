@@ -51,6 +51,10 @@ class TrackingStoreError(PllError):
     """The MLflow tracking store named by a URI cannot be reached or written."""
 
 
+class MissingExtraError(ImportError):
+    """A part of the project was imported without the extra that installs its dependencies (its message names it)."""
+
+
 def __getattr__(name):
     """Define :class:`NotFittedError` when first asked for: it subclasses scikit-learn's, imported then."""
     if name != "NotFittedError":

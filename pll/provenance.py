@@ -11,7 +11,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-KEY_PACKAGES = ("pll", "numpy", "scipy", "scikit-learn", "pynndescent", "dask", "prefect", "mlflow")
+KEY_PACKAGES = ("pll-reject", "numpy", "scipy", "scikit-learn", "pynndescent", "dask", "prefect", "mlflow")
 
 
 def git_commit() -> str:

@@ -6,7 +6,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll import audit as audit_
-from tasks.progress import logged_progress
+from pll_pipeline.tasks.progress import logged_progress
 
 
 @task(name="audit", cache_policy=NO_CACHE)

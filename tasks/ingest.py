@@ -4,7 +4,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 import pll
-from cache.policy import RETRIES
+from pll_pipeline.cache.policy import RETRIES
 from pll.data import load_run_data
 
 

@@ -3,7 +3,7 @@
 from prefect import task
 
 from pll.noise import apply_noise
-from cache.policy import CACHED, RETRIES
+from pll_pipeline.cache.policy import CACHED, RETRIES
 
 
 @task(name="noise", **CACHED, **RETRIES)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from prefect import task
 
-from cache.policy import CACHED, CACHED_BY_LINEAGE, RETRIES
+from pll_pipeline.cache.policy import CACHED, CACHED_BY_LINEAGE, RETRIES
 from pll.experiment import Protocol, RunResult, Stage, run_stages
-from tasks.progress import logged_progress
+from pll_pipeline.tasks.progress import logged_progress
 
 
 @task(name="stage", **CACHED_BY_LINEAGE, **RETRIES, task_run_name="{stage.label}")
 def run_stage(stage: Stage, lineage: str, values: tuple):
-    """``stage`` on the ``values`` it reads; cached by ``lineage``, its key (:func:`cache.policy.lineage_keys`)."""
+    """``stage`` on the ``values`` it reads; cached by ``lineage``, its key (:func:`pll_pipeline.cache.policy.lineage_keys`)."""
     with logged_progress():
         return stage.run(*values)
 

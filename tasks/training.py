@@ -5,7 +5,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pll.catalog import DEFAULT_CONFORMAL_ALPHA
 from pll.scoring import FittedModel, fit_model
-from tasks.progress import logged_progress
+from pll_pipeline.tasks.progress import logged_progress
 
 
 @task(name="fit-model", cache_policy=NO_CACHE, task_run_name="fit-{method}")

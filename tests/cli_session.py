@@ -12,7 +12,7 @@ import os
 import sys
 
 if __name__ == "__main__":
-    from flows.cli import main
+    from pll_pipeline.flows.cli import main
 
     for item in json.loads(sys.argv[1]):
         if isinstance(item, dict):

@@ -9,7 +9,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pll import audit as audit_
 from pll.plots import suspicion_figure
-from tracking.runs import figure_writer, frame_writer, log_entries, now_ms, upload
+from pll_pipeline.tracking.runs import figure_writer, frame_writer, log_entries, now_ms, upload
 
 TOP_ROWS = 50  # rows of the Markdown table: the most suspicious bags, for a first look
 

@@ -21,7 +21,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pll.errors import InvalidParameterError
 
-from tracking.runs import PARENT_TAG, figure_writer, frame_writer, text_writer, upload
+from pll_pipeline.tracking.runs import PARENT_TAG, figure_writer, frame_writer, text_writer, upload
 
 GRID_KEY_TAG = "pll.grid_key"
 CELL_KEY_TAG = "pll.cell_key"

@@ -39,8 +39,8 @@ from pll.errors import InvalidParameterError, ModelNotFoundError
 from pll.experiment.evaluation import run_metrics
 from pll.scoring import FittedModel, feature_names
 
-from tracking.runs import log_entries, log_json
-from tracking.served import predict_served
+from pll_pipeline.tracking.runs import log_entries, log_json
+from pll_pipeline.tracking.served import predict_served
 
 ARTIFACT = "fitted_model"
 MODEL_NAME = "model"

@@ -28,7 +28,7 @@ from pll.metric_names import option_metric, risk_name
 from pll.plots import precision_figure, risk_figure, tradeoff_figure
 from pll.report import run_report
 from pll.tables import risk_table
-from tracking.runs import (
+from pll_pipeline.tracking.runs import (
     DESCRIPTION_TAG,
     KIND_TAG,
     PARENT_TAG,

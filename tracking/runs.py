@@ -23,8 +23,8 @@ from prefect.cache_policies import NO_CACHE
 from pll.atomic_files import write_atomically
 from pll.provenance import git_commit, package_versions
 from pll.tables import markdown_table
-from tracking import store as tracking_store
-from tracking.store import SQLITE_PREFIX, artifact_location
+from pll_pipeline.tracking import store as tracking_store
+from pll_pipeline.tracking.store import SQLITE_PREFIX, artifact_location
 
 BATCH_ENTRIES = 1000  # MLflow's limits of one log_batch call
 BATCH_PARAMS_OR_TAGS = 100
@@ -35,7 +35,7 @@ _CREATED = set()  # SQLite stores this process has opened once under the folder'
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
-    """The store a run writes to (:func:`tracking.store.resolve_tracking_uri`); a SQLite store opened once.
+    """The store a run writes to (:func:`pll_pipeline.tracking.store.resolve_tracking_uri`); a SQLite store opened once.
 
     MLflow creates a SQLite store's tables on its first use, and processes
     that start at once on a new file race on that schema migration (alembic's

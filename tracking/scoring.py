@@ -8,8 +8,8 @@ from prefect.cache_policies import NO_CACHE
 
 from pll.errors import ModelNotFoundError
 from pll.scoring import score_figure
-from tracking.models import link_input, load_model
-from tracking.runs import log_figure, log_json, log_metrics
+from pll_pipeline.tracking.models import link_input, load_model
+from pll_pipeline.tracking.runs import log_figure, log_json, log_metrics
 
 METRICS = ("rows", "accepted", "rejected", "rejection_rate", "score_mean", "score_median")
 FIGURE = "score_distribution.png"
@@ -17,7 +17,7 @@ FIGURE = "score_distribution.png"
 
 @task(name="load-model", cache_policy=NO_CACHE)
 def load(model_uri: str, tracking_uri: str):
-    """The fitted model behind ``model_uri`` and its provenance (see :func:`tracking.models.load_model`)."""
+    """The fitted model behind ``model_uri`` and its provenance (see :func:`pll_pipeline.tracking.models.load_model`)."""
     return load_model(model_uri, tracking_uri)
 
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from pll.errors import TrackingStoreError
-from tracking.health import health_problem
+from pll_pipeline.tracking.health import health_problem
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SQLITE_PREFIX = "sqlite:///"
@@ -39,7 +39,7 @@ def check_tracking_uri(uri: str) -> None:
     A SQLite store must be an existing database file that can be written, or
     a new file in an existing folder where files can be created (probed
     with an unnamed temporary file); a tracking server must answer its
-    ``/health`` check within :data:`~tracking.health.HEALTH_TIMEOUT_SECONDS`.  Other stores
+    ``/health`` check within :data:`~pll_pipeline.tracking.health.HEALTH_TIMEOUT_SECONDS`.  Other stores
     (databases, Databricks) are left to MLflow.
     """
     if uri.startswith(SQLITE_PREFIX):

@@ -5,7 +5,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import pll
-from flows.cli import main
+from pll_pipeline.flows.cli import main
 from pll.audit import audit_dataset, audit_metrics
 
 

@@ -16,11 +16,11 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterTags
 
 import pll
-from flows.benchmark import GridProgress, benchmark
-from flows.cli import main
+from pll_pipeline.flows.benchmark import GridProgress, benchmark
+from pll_pipeline.flows.cli import main
 from pll.grid import parse_grid
 from pll.methods import METHODS
-from tracking.grid import CELL_KEY_TAG, EXECUTION_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
+from pll_pipeline.tracking.grid import CELL_KEY_TAG, EXECUTION_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -252,7 +252,7 @@ def _http_error(status):
 
 def test_an_execution_the_busy_server_refuses_is_started_again_and_a_client_error_is_not(monkeypatch):
     """Fault injection: the subflow's start fails as a loaded Prefect server's 503 made it fail in a real grid."""
-    import flows.benchmark as bench
+    import pll_pipeline.flows.benchmark as bench
 
     calls, sleeps = [], []
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pll(*args, cwd, env=None):
-    return _python("-m", "flows.cli", *args, cwd=cwd, env=env)
+    return _python("-m", "pll_pipeline.flows.cli", *args, cwd=cwd, env=env)
 
 
 def _python(*args, cwd, env=None):
@@ -43,7 +43,7 @@ def test_run_logs_to_the_store_named_by_environment(tmp_path):
     assert "Labels: class_dependent noise (p=0.7, eps=0.7, r=1) added to the true labels" in out.stdout
     run_id = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("pll").experiment_id],
                                            "tags.`pll.kind` = 'pipeline'")[0].info.run_id
-    printed = shlex.join([sys.executable, "-m", "flows.cli", "ui", "--tracking-uri", uri, "--run", run_id])
+    printed = shlex.join([sys.executable, "-m", "pll_pipeline.flows.cli", "ui", "--tracking-uri", uri, "--run", run_id])
     assert out.stdout.splitlines()[-1] == f"Open the UI with:  {printed}"  # as invoked, and the very last line
     assert "Stopping temporary server" not in out.stdout + out.stderr  # nothing follows it on stderr either
     assert "Traceback" not in out.stdout + out.stderr
@@ -133,7 +133,7 @@ def test_a_temporary_server_that_does_not_start_is_one_line_naming_its_log_and_t
     (["run", "--knn", "faiss"], "invalid choice: 'faiss'"),
 ])
 def test_bad_arguments_are_refused_before_anything_starts(argv, message, capsys):
-    from flows.cli import build_parser
+    from pll_pipeline.flows.cli import build_parser
 
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args(argv)
@@ -142,7 +142,7 @@ def test_bad_arguments_are_refused_before_anything_starts(argv, message, capsys)
 
 
 def test_seed_range_and_method_lists_parse():
-    from flows.cli import build_parser
+    from pll_pipeline.flows.cli import build_parser
 
     args = build_parser().parse_args(["run", "--seed", "4294967295", "--methods", "dst_pll, pl_knn"])
     assert args.seed == 2**32 - 1 and args.methods == ["dst_pll", "pl_knn"]
@@ -156,7 +156,7 @@ def test_help_imports_no_orchestration_tracking_or_numerics():
     """``pll --help`` and every subcommand's help answer without importing Prefect, MLflow or the numerics."""
     script = (
         "import sys\n"
-        "from flows.cli import main\n"
+        "from pll_pipeline.flows.cli import main\n"
         f"for argv in ([], *([c] for c in {COMMANDS!r})):\n"
         "    try:\n"
         "        main([*argv, '--help'])\n"
@@ -170,7 +170,7 @@ def test_help_imports_no_orchestration_tracking_or_numerics():
 
 
 def test_every_option_has_help_and_lists_its_choices():
-    from flows.cli import build_parser
+    from pll_pipeline.flows.cli import build_parser
 
     parser = build_parser()
     (commands,) = [a for a in parser._actions if a.choices and a.dest == "command"]
@@ -237,7 +237,7 @@ CONTENTS = {
 # writes to them, Python or not), its exit status printed as a JSON line.
 _COMMANDS_ONE_BY_ONE = """
 import json, os, sys, time, traceback
-from flows.cli import main
+from pll_pipeline.flows.cli import main
 
 for case in json.loads(sys.argv[1]):
     os.chdir(case["cwd"])
@@ -383,7 +383,7 @@ def test_the_temporary_server_gets_a_generous_start_up_timeout_unless_the_user_s
     from prefect.context import SettingsContext, get_settings_context
     from prefect.settings import Settings
 
-    from flows import server
+    from pll_pipeline.flows import server
 
     name = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -414,7 +414,7 @@ def test_the_temporary_server_gets_a_generous_start_up_timeout_unless_the_user_s
 
 @pytest.mark.parametrize("command", ["run", "train", "benchmark", "score"])
 def test_help_of_commands_that_start_a_server_says_how_to_wait_longer_or_use_a_running_one(command, monkeypatch):
-    from flows.cli import build_parser
+    from pll_pipeline.flows.cli import build_parser
 
     monkeypatch.setenv("COLUMNS", "200")  # argparse wraps to the terminal and may split a long name on a narrow one
     (commands,) = [a for a in build_parser()._actions if a.dest == "command"]
@@ -423,15 +423,15 @@ def test_help_of_commands_that_start_a_server_says_how_to_wait_longer_or_use_a_r
     assert "PREFECT_API_URL" in text
 
 
-@pytest.mark.parametrize("command, flow", [("run", "flows.pipeline:pipeline"), ("train", "flows.train:train"),
-                                           ("audit", "flows.audit:audit")])
+@pytest.mark.parametrize("command, flow", [("run", "pll_pipeline.flows.pipeline:pipeline"), ("train", "pll_pipeline.flows.train:train"),
+                                           ("audit", "pll_pipeline.flows.audit:audit")])
 def test_preset_fills_in_the_noise_parameters_the_command_line_leaves_out(command, flow, tmp_path, monkeypatch):
     """The flow applies the preset (a deployment gets it too), in the checks the command line runs first."""
     import importlib
     import inspect
 
-    from flows.checks import COMMANDS as CHECKS
-    from flows.cli import build_parser, preflight
+    from pll_pipeline.flows.checks import COMMANDS as CHECKS
+    from pll_pipeline.flows.cli import build_parser, preflight
 
     module, name = flow.split(":")
     assert "preset" in inspect.signature(getattr(importlib.import_module(module), name).fn).parameters

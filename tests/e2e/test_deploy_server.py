@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from flows.serve import load_deployment_specs, served_name
+from pll_pipeline.flows.serve import load_deployment_specs, served_name
 from tests.processes import descendants, free_port, still_running
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.processes import descendants, free_port, still_running
-from tracking.health import health_problem
+from pll_pipeline.tracking.health import health_problem
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,7 +230,7 @@ def test_truncated_cache_entries_are_recomputed(session, undisturbed):
 _TRAIN_THEN_SCORE = """
 import sys
 from mlflow.tracking import MlflowClient
-from flows.cli import main
+from pll_pipeline.flows.cli import main
 
 print('train exit', main(['train', '--dataset', 'iris', '--method', 'pl_knn', '--knn', 'exact']), flush=True)
 client = MlflowClient()  # the store of MLFLOW_TRACKING_URI

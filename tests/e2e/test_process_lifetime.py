@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from flows import lifeline
+from pll_pipeline.flows import lifeline
 from tests.processes import descendants, still_running
 
 
@@ -127,7 +127,7 @@ def test_a_tied_child_stops_when_its_parent_is_killed(session, tmp_path):
     parent = session(sys.executable, "-c", _TIE_A_SLEEPER)
     # killed once the child has said its pid and its watchdog is up (on a loaded machine it can lag the child)
     started = _kill_once_up(parent, tmp_path / "output.log", lambda processes, output: output.strip() and any(
-        "flows.lifeline" in _cmdline(p) for p in processes))
+        "pll_pipeline.flows.lifeline" in _cmdline(p) for p in processes))
     child = int((tmp_path / "output.log").read_text())
     # the watchdog was among them while the parent was frozen (_kill_once_up checks); its command line cannot be
     # read again here, since once the parent is dead it stops the child and exits, which is what this test wants

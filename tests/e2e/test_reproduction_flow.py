@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from flows.cli import main
+from pll_pipeline.flows.cli import main
 from pll.grid import load_grid
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,8 +22,8 @@ import pytest
 from pll.data import PartialLabelDataset
 from pll.errors import PllError
 from pll.scoring import fit_model
-from tracking.models import input_example, log_model
-from tracking.runs import end_run, start_run
+from pll_pipeline.tracking.models import input_example, log_model
+from pll_pipeline.tracking.runs import end_run, start_run
 from tests.processes import free_port
 
 
@@ -150,7 +150,7 @@ def test_pll_score_refuses_the_extra_column_with_the_server_s_line(served, tmp_p
 
     table.to_csv(tmp_path / "new.csv", index=False)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_TRACKING_URI": uri, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "score", "--model", model_uri, "--input", "new.csv",
+    proc = subprocess.run([sys.executable, "-m", "pll_pipeline.flows.cli", "score", "--model", model_uri, "--input", "new.csv",
                            "--output", "scored.parquet"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 2, proc.stderr[-3000:]

@@ -48,8 +48,8 @@ from pll.scoring import (
     score_file,
     scored_table,
 )
-from tracking.models import artifact_location, input_example, load_model, log_model
-from tracking.runs import end_run, start_run
+from pll_pipeline.tracking.models import artifact_location, input_example, load_model, log_model
+from pll_pipeline.tracking.runs import end_run, start_run
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSES = np.array(["ant", "bee", "cat", "dog"])
@@ -455,7 +455,7 @@ def test_logged_model_leaves_input_checks_to_pll_and_shows_an_example(store, tmp
     import mlflow.pyfunc
     from mlflow.models import Model
 
-    from tracking.served import InputRefused
+    from pll_pipeline.tracking.served import InputRefused
 
     ds = synthetic()
     fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5})
@@ -502,7 +502,7 @@ def test_a_run_without_a_model_and_a_name_without_versions_are_typed_errors(stor
 @pytest.fixture(scope="module")
 def trained(prefect_harness, store):
     """The digits model, trained by the flow (fully labelled, so noise 'auto' adds partial labels)."""
-    from flows.train import train
+    from pll_pipeline.flows.train import train
 
     uri = store
     result = train(dataset="digits", method="pl_knn", method_params={"n_neighbors": 5}, seed=0,
@@ -513,7 +513,7 @@ def trained(prefect_harness, store):
 
 def test_train_flow_logs_the_holdout_report_on_its_run_and_model(prefect_harness, store):
     import pll
-    from flows.train import train
+    from pll_pipeline.flows.train import train
 
     uri = store
     result = train(dataset="iris", method="pl_knn", method_params={"n_neighbors": 5}, seed=3, reject_lambda=0.1,
@@ -536,7 +536,7 @@ def test_train_flow_logs_the_holdout_report_on_its_run_and_model(prefect_harness
 
 def test_train_flow_without_true_labels_logs_the_partial_label_report(prefect_harness, store, tmp_path):
     import pll
-    from flows.train import train
+    from pll_pipeline.flows.train import train
 
     uri = store
     full = synthetic()
@@ -572,7 +572,7 @@ def test_train_flow_logs_a_model_trained_on_partial_labels(trained):
 
 
 def test_train_flow_prepares_real_data_with_the_dst_pll_protocol(trained, shared_data):
-    from flows.train import train
+    from pll_pipeline.flows.train import train
 
     uri = trained[0]
     result = train(dataset=str(shared_data / "realworld" / "msrc-v2.mat"), protocol="dst-pll", method="pl_knn",
@@ -584,7 +584,7 @@ def test_train_flow_prepares_real_data_with_the_dst_pll_protocol(trained, shared
 
 
 def test_score_flow_writes_outputs_and_logs_a_linked_run(trained, tmp_path):
-    from flows.score import score_one
+    from pll_pipeline.flows.score import score_one
 
     uri, result, fitted, _ = trained
     digits_rows(fitted, np.arange(0, 1797, 6)).to_csv(tmp_path / "new.csv", index=False)
@@ -632,7 +632,7 @@ def check_reasons_and_neighbors(scored, queue, fitted):
 
 
 def test_score_flow_on_a_mismatched_file_fails_and_leaves_no_output(trained, tmp_path):
-    from flows.score import score_one
+    from pll_pipeline.flows.score import score_one
 
     uri, result, fitted, _ = trained
     digits_rows(fitted, np.arange(20)).drop(columns=["x5"]).rename(columns={"x7": "pixel7"}).to_parquet(
@@ -651,7 +651,7 @@ def test_score_flow_on_a_mismatched_file_fails_and_leaves_no_output(trained, tmp
 
 
 def test_unknown_model_fails_the_flow_with_a_typed_error(trained, tmp_path):
-    from flows.score import score_one
+    from pll_pipeline.flows.score import score_one
 
     uri, _, fitted, _ = trained
     digits_rows(fitted, np.arange(5)).to_csv(tmp_path / "new.csv", index=False)
@@ -662,7 +662,7 @@ def test_unknown_model_fails_the_flow_with_a_typed_error(trained, tmp_path):
 
 
 def test_score_flow_refuses_unusable_paths_before_loading_the_model(trained, tmp_path):
-    from flows.score import score_one
+    from pll_pipeline.flows.score import score_one
 
     uri, result, fitted, _ = trained
     digits_rows(fitted, np.arange(5)).to_csv(tmp_path / "new.csv", index=False)
@@ -682,7 +682,7 @@ def _warnings(caplog):
 
 
 def test_folder_flow_without_its_folder_or_model_logs_one_line_and_completes(trained, tmp_path, caplog):
-    from flows.score import score_folder
+    from pll_pipeline.flows.score import score_folder
 
     uri, result, fitted, _ = trained
     inbox, outbox = tmp_path / "incoming", tmp_path / "scored"
@@ -712,7 +712,7 @@ def test_folder_flow_without_its_folder_or_model_logs_one_line_and_completes(tra
 
 
 def test_folder_flow_scores_new_files_once_and_retries_failures(trained, tmp_path, umask_027):
-    from flows.score import score_folder
+    from pll_pipeline.flows.score import score_folder
 
     uri, result, fitted, _ = trained
     inbox, outbox = tmp_path / "in", tmp_path / "out"

@@ -43,7 +43,7 @@ def store(tmp_path_factory):
 
 
 def _start(*args, env=None):
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "ui", *args], cwd=ROOT, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "pll_pipeline.flows.cli", "ui", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     lines = []
@@ -100,7 +100,7 @@ def test_pll_ui_links_the_method_runs_and_ctrl_c_stops_everything(store):
         assert found == {*methods, nested}
         assert not any("Prefect" in line for line in lines)
         # A tracking server is linked to, not started: the same link, and pll ui exits at once.
-        remote = subprocess.run([sys.executable, "-m", "flows.cli", "ui", "--tracking-uri", base], cwd=ROOT,
+        remote = subprocess.run([sys.executable, "-m", "pll_pipeline.flows.cli", "ui", "--tracking-uri", base], cwd=ROOT,
                                 capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert remote.returncode == 0, remote.stderr
         assert _link(remote.stdout.splitlines(), "MLflow UI of ") == link
@@ -131,7 +131,7 @@ def test_pll_ui_run_links_the_compare_view_and_sigterm_stops_everything(store):
 
 def test_pll_ui_refuses_an_unknown_run_and_leaves_nothing(store):
     uri = store[0]
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "ui", "--tracking-uri", uri, "--run", "nosuchrun"],
+    proc = subprocess.run([sys.executable, "-m", "pll_pipeline.flows.cli", "ui", "--tracking-uri", uri, "--run", "nosuchrun"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 2

@@ -22,9 +22,9 @@ from pll.experiment import make_split
 from pll.features import featurize
 from pll.neighbors import NeighborResult
 from pll.noise import apply_noise
-from cache.store import SignedStore
-from cache.policy import array_digest, code_version, describe, is_transient
-from tasks.noise import add_noise
+from pll_pipeline.cache.store import SignedStore
+from pll_pipeline.cache.policy import array_digest, code_version, describe, is_transient
+from pll_pipeline.tasks.noise import add_noise
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,8 +125,8 @@ def test_only_machine_network_and_cluster_failures_are_retried(exc, transient):
 def test_stages_of_large_runs_are_not_cached(monkeypatch):
     from prefect.cache_policies import NO_CACHE
 
-    from cache.policy import DEFAULT_CACHE_MAX_ROWS, bounded
-    from tasks.stages import run_stage as find_neighbors
+    from pll_pipeline.cache.policy import DEFAULT_CACHE_MAX_ROWS, bounded
+    from pll_pipeline.tasks.stages import run_stage as find_neighbors
 
     assert bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS) is find_neighbors
     large = bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS + 1)
@@ -180,7 +180,7 @@ def right_bags(ds, seed):
 
 
 def cache_warnings(caplog):
-    return [r for r in caplog.records if r.name == "cache.store" and r.levelno == logging.WARNING]
+    return [r for r in caplog.records if r.name == "pll_pipeline.cache.store" and r.levelno == logging.WARNING]
 
 
 def test_a_planted_entry_runs_nothing_and_the_stage_recomputes(cache_dir, tmp_path):
@@ -250,7 +250,7 @@ def test_a_key_others_can_read_is_refused(tmp_path, monkeypatch, caplog):
 
 def test_a_cache_on_a_full_disk_costs_one_warning_and_leaves_no_file(cache_dir, caplog, monkeypatch):
     """Every write lands on /dev/full (ENOSPC): the stages run on, uncached, and no partial entry is left."""
-    import cache.store as cache_store
+    import pll_pipeline.cache.store as cache_store
 
     def full_disk(file, mode="r", *args, **kwargs):
         return open("/dev/full" if "w" in mode else file, mode, *args, **kwargs)

@@ -18,8 +18,8 @@ from distributed import Client, get_task_stream
 from mlflow.tracking import MlflowClient
 
 from tests.processes import descendants, free_port, stop
-from flows.cli import main
-from flows.cluster import LOCAL, dask_cluster
+from pll_pipeline.flows.cli import main
+from pll_pipeline.flows.cluster import LOCAL, dask_cluster
 
 
 BIN = Path(sys.executable).parent

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from prefect.flows import load_flow_from_entrypoint
 
-from flows.serve import DEPLOYMENTS_FILE, PROJECT_DIR, load_deployment_specs, served_name, to_runner_deployments
+from pll_pipeline.flows.serve import DEPLOYMENTS_FILE, load_deployment_specs, served_name, to_runner_deployments
 
 SPECS = load_deployment_specs()
 
@@ -25,14 +25,14 @@ def test_file_has_an_adhoc_and_a_scheduled_deployment():
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s["name"] for s in SPECS])
 def test_entrypoint_imports_and_parameters_validate(spec):
-    flow = load_flow_from_entrypoint(str(PROJECT_DIR / spec["entrypoint"]))
+    flow = load_flow_from_entrypoint(spec["entrypoint"])
     params = spec.get("parameters") or {}
     validated = flow.validate_parameters(params)
     assert set(params) <= set(validated)
 
 
 def test_bad_parameters_are_rejected():
-    flow = load_flow_from_entrypoint(str(PROJECT_DIR / SPECS[0]["entrypoint"]))
+    flow = load_flow_from_entrypoint(SPECS[0]["entrypoint"])
     with pytest.raises(Exception, match="seed"):
         flow.validate_parameters({"seed": "not a number"})
 
@@ -40,20 +40,23 @@ def test_bad_parameters_are_rejected():
 def test_missing_file_is_a_clear_error(tmp_path):
     from pll.errors import PllError
 
-    with pytest.raises(PllError, match="prefect.yaml"):
+    with pytest.raises(PllError, match="prefect.yaml: no such deployments file"):
+        load_deployment_specs(tmp_path / "prefect.yaml")
+    (tmp_path / "prefect.yaml").write_text("name: pll\n")
+    with pytest.raises(PllError, match="not a prefect.yaml"):
         load_deployment_specs(tmp_path / "prefect.yaml")
     assert DEPLOYMENTS_FILE.is_file()
 
 
 def test_serve_keeps_every_deployment_under_a_name_of_its_own(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # wherever pll serve starts, the code is the checkout's
+    monkeypatch.chdir(tmp_path)  # runs start where pll serve started; the code is the installed package's
     deployments = {d.name: d for d in to_runner_deployments(SPECS)}
     assert set(deployments) == {served_name(s["name"]) for s in SPECS}
     assert not set(deployments) & {s["name"] for s in SPECS}  # prefect deploy's names stay its own
     for spec in SPECS:
         served = deployments[served_name(spec["name"])]
         assert served.entrypoint == spec["entrypoint"]
-        assert served.storage.destination == PROJECT_DIR
+        assert served.storage.destination == tmp_path.resolve()
         assert served.parameters == (spec.get("parameters") or {})
         assert served.concurrency_limit == spec.get("concurrency_limit")
         want = [(s["cron"], s.get("timezone")) for s in spec.get("schedules") or []]

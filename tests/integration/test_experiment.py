@@ -24,7 +24,7 @@ def same_value(a, b):
 def test_library_run_gives_exactly_the_metrics_and_predictions_the_pipeline_logged(
     prefect_harness, tracking_uri, tmp_path
 ):
-    from flows.pipeline import pipeline
+    from pll_pipeline.flows.pipeline import pipeline
 
     options = {"seed": 3, "methods": sorted(METHODS), "val_fraction": 0.25,
                "noise": "uniform", "noise_params": {"p": 0.6, "r": 2}}

@@ -68,7 +68,7 @@ SERIES = (".risk_by_lambda", ".risk_by_coverage")
 
 
 def test_logged_metrics_equal_those_recomputed_from_logged_predictions(prefect_harness, tracking_uri, tmp_path):
-    from flows.pipeline import pipeline
+    from pll_pipeline.flows.pipeline import pipeline
 
     methods = sorted(METHODS)
     # stage_tasks: the per-stage path, which a run this small would otherwise not take.
@@ -232,7 +232,7 @@ def test_predictions_tables_put_other_reject_options_beside_the_native_one():
 
 
 def test_a_run_on_data_without_true_labels_is_judged_by_the_bags(prefect_harness, tracking_uri, tmp_path):
-    from flows.pipeline import pipeline
+    from pll_pipeline.flows.pipeline import pipeline
     from pll import load_dataset, noise
 
     digits = load_dataset("digits")

@@ -17,7 +17,7 @@ from prefect.client.schemas.filters import (
     LogFilterFlowRunId,
 )
 
-from flows.pipeline import pipeline
+from pll_pipeline.flows.pipeline import pipeline
 
 
 

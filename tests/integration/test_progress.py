@@ -260,7 +260,7 @@ def test_a_failed_stage_stops_the_stages_still_running(prefect_harness, stage_ki
 
     from prefect import flow
 
-    from flows.pipeline import submit_protocol
+    from pll_pipeline.flows.pipeline import submit_protocol
     from pll.errors import InvalidDataError
     from pll.experiment import Protocol, Stage
 
@@ -314,7 +314,7 @@ def test_a_stage_starts_when_its_inputs_are_ready_not_when_every_stage_of_a_wave
 
     from prefect import flow
 
-    from flows.pipeline import submit_protocol
+    from pll_pipeline.flows.pipeline import submit_protocol
     from pll.experiment import Protocol, Stage
 
     second_ran = threading.Event()

@@ -58,8 +58,8 @@ def test_concurrent_first_runs_on_a_new_store_all_finish(tmp_path):
                                            (ValueError("a bug"), "FAILED")])
 def test_a_tracked_run_ends_killed_when_interrupted_and_failed_on_an_error(prefect_harness, tracking_uri, error,
                                                                           status):
-    from flows.tracked import ending_on_error
-    from tracking.runs import experiment_id, resolve_tracking_uri
+    from pll_pipeline.flows.tracked import ending_on_error
+    from pll_pipeline.tracking.runs import experiment_id, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     client = MlflowClient(uri)

@@ -454,7 +454,7 @@ def test_a_trained_model_ships_sets_from_a_holdout_and_can_choose_its_threshold_
 
 
 def test_the_default_run_accepts_most_rows_and_logs_what_its_bags_say_of_its_sets():
-    from flows.pipeline import _conformal_lines
+    from pll_pipeline.flows.pipeline import _conformal_lines
     from pll.experiment import run_protocol
 
     result = run_protocol(pll.load_dataset("digits"))  # what `pll run` runs when told nothing

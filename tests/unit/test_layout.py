@@ -27,6 +27,7 @@ def test_benchmarks_import_no_test_module():
 
 # Which layers each package may import: the direction is one way, flows -> tasks -> pll,
 # flows -> tracking / cache -> pll.  Prefect and MLflow count as layers: the library runs without them.
+# The pipeline's layers are imported by their installed names, pll_pipeline.<layer>, never by their folders'.
 LAYERS = ("pll", "tasks", "tracking", "cache", "flows", "prefect", "mlflow")
 ALLOWED = {
     "pll": {"pll"},
@@ -37,15 +38,35 @@ ALLOWED = {
 }
 
 
+def layer_of(module):
+    """The layer a dotted module name belongs to (``pll_pipeline.flows.cli`` -> ``flows``), or None."""
+    parts = module.split(".")
+    if parts[0] == "pll_pipeline":
+        return parts[1] if len(parts) > 1 else None
+    return parts[0] if parts[0] in LAYERS else None
+
+
 def test_each_package_imports_only_the_layers_below_it():
     """No import against the direction above, not even inside a function."""
     wrong = []
     for package, allowed in ALLOWED.items():
         for path in sorted((ROOT / package).rglob("*.py")):
             for module in imported_modules(path):
-                top = module.split(".")[0]
-                if top in LAYERS and top not in allowed:
+                layer = layer_of(module)
+                if layer and layer not in allowed:
                     wrong.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_a_layer_by_its_folder_name():
+    """``import flows`` would load a second copy of a layer (and fails in an installed wheel)."""
+    wrong = []
+    for path in sorted(ROOT.glob("*/**/*.py")):
+        if path.relative_to(ROOT).parts[0] in {".venv", "site", "build"}:
+            continue
+        for module in imported_modules(path):
+            if module.split(".")[0] in {"flows", "tasks", "tracking", "cache"}:
+                wrong.append(f"{path.relative_to(ROOT)} imports {module}")
     assert not wrong, "\n".join(wrong)
 
 

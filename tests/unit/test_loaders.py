@@ -579,7 +579,7 @@ def test_every_loader_error_is_a_pll_error():
 
 
 def test_pll_datasets_lists_the_built_in_names_and_file_formats(capsys):
-    from flows.cli import main
+    from pll_pipeline.flows.cli import main
 
     assert main(["datasets"]) == 0
     out = capsys.readouterr().out

@@ -6,7 +6,7 @@ import urllib.parse
 
 import pytest
 
-from flows import ui
+from pll_pipeline.flows import ui
 
 
 def _hash_query(url):
@@ -51,7 +51,7 @@ def test_prefect_link_prefers_the_flow_run(monkeypatch):
 
 
 def test_pll_ui_is_a_command():
-    from flows.cli import build_parser
+    from pll_pipeline.flows.cli import build_parser
 
     args = build_parser().parse_args(["ui", "--tracking-uri", "sqlite:///x.db", "--run", "r1", "--port", "5001"])
     assert (args.command, args.tracking_uri, args.run, args.port) == ("ui", "sqlite:///x.db", "r1", 5001)
@@ -62,7 +62,7 @@ def test_pll_ui_is_a_command():
     [
         (".venv/bin/pll", False, [".venv/bin/pll"]),  # after make run: not on the PATH, named as typed
         ("/opt/env/bin/pll", True, ["pll"]),  # the PATH finds this very program
-        ("/somewhere/flows/cli.py", False, [sys.executable, "-m", "flows.cli"]),
+        ("/somewhere/flows/cli.py", False, [sys.executable, "-m", "pll_pipeline.flows.cli"]),
     ],
 )
 def test_printed_commands_name_pll_as_it_was_invoked(monkeypatch, tmp_path, argv0, on_path, expected):
