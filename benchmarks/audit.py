@@ -33,7 +33,7 @@ from scipy.stats import ttest_rel
 
 import pll
 from pll.audit import audit_bags, majority_disagreement, precision_at_top, ranking_auc
-from pll.features import make_features
+from pll.preprocessing import make_features
 from pll.neighbors import kneighbors
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "realworld"  # ../shared/data beside the checkout

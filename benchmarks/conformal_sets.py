@@ -2,7 +2,7 @@
 
 The oracle is calibrated on the true labels (bags of one true label each), with the same model and
 score: the smallest sets a calibration can give at its coverage.  The procedures of
-:mod:`pll.conformal` calibrate on the bags alone; the true labels only judge them.
+:mod:`pll.reject.conformal` calibrate on the bags alone; the true labels only judge them.
 
 Protocol (as the issue that set the bar): ten seeds of a 60/20/20 split; the method is fitted on 60 %
 (min-max features fitted on the same rows; PL A-kNN on its paper's features; Proden on the features as
@@ -14,8 +14,8 @@ instance-dependent; :mod:`pll.noise` defaults, drawn per seed).
 
 Printed:
 
-0. The oracle's set size with each score of :data:`pll.conformal.SCORES`, and per method each score's
-   geometric mean size ratio to the smallest, beside its default (:data:`pll.conformal.DEFAULT_SCORES`).
+0. The oracle's set size with each score of :data:`pll.reject.conformal.SCORES`, and per method each score's
+   geometric mean size ratio to the smallest, beside its default (:data:`pll.reject.conformal.DEFAULT_SCORES`).
 1. Per method, data set and α: the oracle's mean set size and coverage, and for each procedure —
    ``monte_carlo`` with the method's plausibility (``method``), with cross-fitted DST-PLL weights
    (``crossfit``), with the default check between the two (``auto``), and ``conservative`` — its
@@ -42,8 +42,8 @@ import pandas as pd
 from sklearn.preprocessing import FunctionTransformer
 
 import pll
-from pll.conformal import DEFAULT_SCORE, DEFAULT_SCORES, SCORES, ConformalSets, set_report
-from pll.features import make_features
+from pll.reject.conformal import DEFAULT_SCORE, DEFAULT_SCORES, SCORES, ConformalSets, set_report
+from pll.preprocessing import make_features
 from pll.methods import METHODS, make_method
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data beside the checkout
@@ -67,7 +67,7 @@ class Scored:
     def conformity(self, X, neighbors=None):
         key = (X.__array_interface__["data"][0], X.shape)
         if key not in self._memo:
-            self._memo[key] = pll.conformal.conformity(self.model, X)
+            self._memo[key] = pll.reject.conformal.conformity(self.model, X)
         return self._memo[key]
 
 

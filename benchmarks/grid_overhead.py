@@ -71,7 +71,7 @@ def main():
         from mlflow.tracking import MlflowClient
 
         from pll_pipeline.flows.server import temporary_server
-        from pll.grid import load_grid
+        from pll.experiment.grid import load_grid
 
         grid = load_grid(grid_file)
         spec = grid.spec

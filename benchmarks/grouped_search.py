@@ -30,7 +30,7 @@ import numpy as np
 from pll.data.synthetic import make_partial_label_table
 from pll.neighbors.grouped import GroupedExactIndex
 from pll.neighbors.grouped_cells import CELL_ROWS, N_PROBE, GroupedCellIndex
-from pll.trust_score import DEFAULT_THRESHOLD
+from pll.reject.trust_score import DEFAULT_THRESHOLD
 
 N_QUERIES = 20_000
 

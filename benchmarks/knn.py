@@ -17,7 +17,7 @@ worker, the second reuses the warm workers.  Cluster start-up is shown apart.
 Tied data, second table: :func:`pll.data.synthetic.make_repeated_rows_table` (21,878 rows of 519
 sparse binary features from 400 prototypes, so that rows repeat and distances tie, as in a real
 bag-of-words table), 17,500 indexed rows and 2,000 queries, k = 10 and 50, searched as loaded and
-after PL A-kNN's preprocessing (:class:`pll.features.PlAknnPreprocessor`); exact search against
+after PL A-kNN's preprocessing (:class:`pll.preprocessing.PlAknnPreprocessor`); exact search against
 scikit-learn's brute force, both including the index build.
 
 Run: ``.venv/bin/python benchmarks/knn.py`` (``--quick``: 22,000 rows and a 5,000-row tied table, a smoke run;
@@ -38,7 +38,7 @@ from sklearn.neighbors import NearestNeighbors
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pll.data.synthetic import make_repeated_rows_table  # noqa: E402
-from pll.features import PlAknnPreprocessor  # noqa: E402
+from pll.preprocessing import PlAknnPreprocessor  # noqa: E402
 from pll.neighbors import NeighborIndex  # noqa: E402
 from pll.neighbors.nndescent import DEFAULTS, graph_neighbors  # noqa: E402
 from pll.neighbors.recall import sample_rows  # noqa: E402

@@ -120,7 +120,7 @@ def measure(params, seeds, datasets, clean_alpha=None, protocol="none"):
 
 def plain_epoch(model, X, S):
     """Seconds of one epoch of ``model``'s network on ``X`` with fixed uniform targets: no reweighting, no bookkeeping."""
-    from pll.methods.perceptron import Adam, Perceptron
+    from pll.methods._perceptron import Adam, Perceptron
 
     Z = model._scaled(X)
     T = (S / S.sum(axis=1, keepdims=True)).astype(np.float32)
@@ -138,7 +138,7 @@ def plain_epoch(model, X, S):
 def at_scale(n_rows):
     """The defaults on ``n_rows`` synthetic rows: seconds, peak memory, disambiguation, ratio to one plain epoch."""
     from pll.data.synthetic import make_partial_label_table
-    from pll.progress import reporting
+    from pll.utils.progress import reporting
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"synthetic-{n_rows}.parquet"

@@ -25,8 +25,8 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 from scipy.stats import ttest_rel
 
-from pll import catalog
-from pll.tables import markdown_table
+from pll.experiment import catalog
+from pll.reporting.tables import markdown_table
 from pll_pipeline.tracking.store import resolve_tracking_uri
 
 TABLE_NOTE = ("Per data set, every method run over its seeds: test accuracy (mean ± std, %), the paired t-tests "

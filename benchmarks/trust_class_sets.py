@@ -28,9 +28,10 @@ sys.path.insert(0, str(ROOT))
 
 import pll  # noqa: E402
 from pll.data import split_indices  # noqa: E402
-from pll.evaluation import DEFAULT_LAMBDAS, reject_report, risk_name  # noqa: E402
+from pll.evaluation import DEFAULT_LAMBDAS, reject_report  # noqa: E402
+from pll.evaluation.metric_names import risk_name  # noqa: E402
 from pll.methods import make_method  # noqa: E402
-from pll.trust_score import CLASS_SETS, partial_label_trust  # noqa: E402
+from pll.reject.trust_score import CLASS_SETS, partial_label_trust  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "realworld"
 THRESHOLDS = (1.0, 1.25, 1.5, 2.0)

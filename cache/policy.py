@@ -35,8 +35,8 @@ from prefect.cache_policies import NO_CACHE, CachePolicy
 from prefect.tasks import exponential_backoff
 
 from pll.errors import PllError
-from pll.grid import stable_hash
-from pll.provenance import package_versions
+from pll.experiment.grid import stable_hash
+from pll.utils.provenance import package_versions
 from pll_pipeline.cache.store import SignedStore
 
 CACHE_DIR_ENV = "PLL_CACHE_DIR"

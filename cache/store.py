@@ -41,7 +41,7 @@ from pathlib import Path
 
 from prefect.filesystems import LocalFileSystem
 
-from pll.atomic_files import PRIVATE, write_atomically
+from pll.utils.atomic_files import PRIVATE, write_atomically
 
 MAGIC = b"pll-cache-1\n"
 KEY_BYTES = 32

@@ -2,7 +2,7 @@
 
 - ``figures/tradeoff.png``: the reject trade-off of the default methods on digits (class-dependent noise,
   seed 0), each method's own reject option and the trust score, from :func:`pll.experiment.run_protocol`
-  and the pipeline's own figure function (:func:`pll.plots.tradeoff_figure`);
+  and the pipeline's own figure function (:func:`pll.reporting.plots.tradeoff_figure`);
 - ``figures/set-sizes.png``: how many labels conformal prediction sets hold on digits with ambiguous bags
   (uniform noise: 3 wrong labels on 70 % of the rows), at three levels α, and how often they hold the true label;
 - ``figures/scale.png``: ``pll run``'s wall time per stage from ``benchmarks/scale.py``'s JSON lines
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 import pll  # noqa: E402
 from pll.experiment import run_protocol  # noqa: E402
-from pll.plots import tradeoff_figure  # noqa: E402
+from pll.reporting.plots import tradeoff_figure  # noqa: E402
 
 FIGURES = ROOT / "docs" / "figures"
 SAVE = {"dpi": 110, "metadata": {"Software": None}}  # no version string: a re-run changes a file only if its plot does

@@ -12,10 +12,10 @@ from prefect import flow, get_run_logger
 
 from pll_pipeline.flows import LOG_PRINTS, checks
 from pll_pipeline.flows.links import flow_run_tags, name_flow_run, tag_flow_run
-from pll import catalog
+from pll.experiment import catalog
 from pll.experiment import dataset_label
 from pll.neighbors import DEFAULT_BACKEND
-from pll.atomic_files import write_atomically
+from pll.utils.atomic_files import write_atomically
 from pll_pipeline.tasks.audit import audit as audit_task
 from pll_pipeline.tracking.audit import log_audit
 from pll_pipeline.tasks.ingest import ingest

@@ -1,7 +1,7 @@
 """The benchmark grid flow: every execution of a grid a pipeline subflow, a few at a time.
 
 Cells that differ only in method settings share one pipeline execution
-(:class:`pll.grid.Execution`: one neighbor search, a method run per cell).
+(:class:`pll.experiment.grid.Execution`: one neighbor search, a method run per cell).
 MLflow gets one parent run for the grid, a pipeline run per execution below
 it and a method run per cell below that; the grid's run holds the combined metrics table, the across-seeds summary (mean,
 std, paired t-tests against the best), the papers' table layout of the key
@@ -32,8 +32,8 @@ from pll_pipeline.flows.cluster import dask_cluster, on_dask
 from pll_pipeline.flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
 from pll_pipeline.flows.tracked import ending_on_error
 from pll_pipeline.flows.pipeline import pipeline
-from pll.tables import markdown_table
-from pll.grid import load_grid, parse_grid, results_table, risk_figures, summarize, summary_tables
+from pll.reporting.tables import markdown_table
+from pll.experiment.grid import load_grid, parse_grid, results_table, risk_figures, summarize, summary_tables
 from pll_pipeline.tracking.grid import (
     CELL_KEY_TAG,
     EXECUTION_KEY_TAG,
@@ -120,11 +120,11 @@ def benchmark(
     experiment: str | None = None,
     preset: str | None = None,
 ):
-    """Run every cell of ``grid`` (a grid file path, or the grid as a mapping; see :mod:`pll.grid`).
+    """Run every cell of ``grid`` (a grid file path, or the grid as a mapping; see :mod:`pll.experiment.grid`).
 
     ``dask_address``: None, ``"local"`` or a scheduler address (see
     :mod:`pll_pipeline.flows.cluster`); ``max_concurrency``, ``experiment`` and ``preset``
-    (:mod:`pll.paper_protocols`) override the grid's.  Returns a dict: ``parent_run_id``, ``experiment``,
+    (:mod:`pll.experiment.presets`) override the grid's.  Returns a dict: ``parent_run_id``, ``experiment``,
     ``tracking_uri``, ``cells`` (the total), ``finished``, ``failures``
     (cell, label, error), ``metrics`` (every cell's table) and ``summary``.
     """
@@ -137,7 +137,7 @@ def benchmark(
     executions = spec.executions
     if parent is None:
         config = {"grid": spec.spec, "source": spec.source, "cells": len(spec.cells), "executions": len(executions)}
-        tags = {GRID_KEY_TAG: spec.key, "pll.grid": spec.name, KIND_TAG: GRID_KIND}
+        tags = {GRID_KEY_TAG: spec.key, "pll.experiment.grid": spec.name, KIND_TAG: GRID_KIND}
         if spec.preset:
             tags["pll.preset"] = spec.preset
         description = (f"Benchmark grid {spec.name}: {len(spec.cells)} method runs in {len(executions)} pipeline "

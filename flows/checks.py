@@ -21,7 +21,7 @@ def _given(function, params: dict) -> dict:
 def _noise_params(params: dict) -> dict | None:
     if params.get("preset") is None:  # no preset to apply: its module (and scipy.stats) need not be imported
         return dict(params.get("noise_params") or {}) or None
-    from pll.paper_protocols import preset_noise_params
+    from pll.experiment.presets import preset_noise_params
 
     return preset_noise_params(params["preset"], params["noise"], params.get("noise_params")) or None
 
@@ -38,7 +38,7 @@ def pipeline(params: dict) -> dict:
 def training(params: dict) -> dict:
     """A training run's (:func:`pll_pipeline.flows.train.train`): as a pipeline's for its one method, and its reject options."""
     from pll.experiment import check_run
-    from pll.scoring import check_reject_options
+    from pll.serving import check_reject_options
 
     settled = {"noise_params": _noise_params(params)}
     method = params["method"]
@@ -50,7 +50,7 @@ def training(params: dict) -> dict:
 
 def benchmark(params: dict) -> dict:
     """A grid's (:func:`pll_pipeline.flows.benchmark.benchmark`): the grid file parses under the preset."""
-    from pll.grid import load_grid
+    from pll.experiment.grid import load_grid
 
     load_grid(params["grid"], params.get("preset"))
     return {}
@@ -58,7 +58,7 @@ def benchmark(params: dict) -> dict:
 
 def scoring(params: dict) -> dict:
     """A scoring run's (:func:`pll_pipeline.flows.score.score_one`): the input can be read and the output written."""
-    from pll.scoring import check_input_path, check_output_path
+    from pll.serving import check_input_path, check_output_path
 
     check_input_path(params["input"])
     check_output_path(params["output"])
@@ -69,8 +69,8 @@ def auditing(params: dict) -> dict:
     """An audit's (:func:`pll_pipeline.flows.audit.audit`): its data, noise, features, kNN, neighbors and output."""
     from pll.experiment import check_data, check_feature_pipeline
     from pll.neighbors.registry import check_backend
-    from pll.scoring import check_output_path
-    from pll.validation import check_positive_int
+    from pll.serving import check_output_path
+    from pll.utils.validation import check_positive_int
 
     settled = {"noise_params": _noise_params(params)}
     check_data(**_given(check_data, {**params, **settled}))
@@ -88,7 +88,7 @@ def content(params: dict) -> None:
 
         check_data_content(**_given(check_data_content, params))
     elif "input" in params:
-        from pll.scoring import check_input_table
+        from pll.serving import check_input_table
 
         check_input_table(params["input"])
 

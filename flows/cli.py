@@ -10,9 +10,9 @@ import sys
 from contextlib import ExitStack
 
 import pll_pipeline.flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
-from pll import catalog
+from pll.experiment import catalog
 from pll.errors import PllError
-from pll.progress import Stopped
+from pll.utils.progress import Stopped
 from pll.neighbors.registry import BACKENDS, DEFAULT_BACKEND
 
 from . import ui
@@ -28,7 +28,7 @@ class _OneLineInputErrors(logging.Filter):
 
     Prefect would also log it with its traceback, as the failed task's and the
     failed flow's final state, log every task that then did not run as
-    "NotReady" and every stage it stopped (:class:`pll.progress.Stopped`); a
+    "NotReady" and every stage it stopped (:class:`pll.utils.progress.Stopped`); a
     failure that is not a :class:`PllError` (a bug) keeps all of it.
     """
 
@@ -226,7 +226,7 @@ def build_parser():
     run.add_argument("--stage-tasks", choices=("auto", "yes", "no"), default="auto",
                      help="a Prefect task per stage (each cached; method runs in parallel), or the whole protocol as "
                      f"one task; auto: per stage from {catalog.STAGE_TASKS_MIN_ROWS:,} rows (default: auto)")
-    bench = _command(sub, "benchmark", "run every cell of a benchmark grid (a YAML file; see pll/grid.py)")
+    bench = _command(sub, "benchmark", "run every cell of a benchmark grid (a YAML file; see pll/experiment/grid.py)")
     bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
     bench.add_argument("--dask-address", default=None, help=_DASK_HELP)
     bench.add_argument("--max-concurrency", type=_positive, default=None, help="cells at once (default: the grid's)")
@@ -311,7 +311,7 @@ def preflight(args):
 
 
 def cmd_run(args):
-    from pll.tables import markdown_table
+    from pll.reporting.tables import markdown_table
 
     from .cluster import dask_cluster, on_dask
     from .pipeline import pipeline
@@ -353,7 +353,7 @@ def cmd_run(args):
 
 def _correct_means(truth):
     """The table's header line: what counts as a correct prediction, in plain words."""
-    from pll.experiment.evaluation import TRUE_LABELS
+    from pll.experiment import TRUE_LABELS
 
     if truth == TRUE_LABELS:
         return "A prediction counts as correct when it is the row's true label (test rows):"
@@ -363,8 +363,8 @@ def _correct_means(truth):
 
 def cmd_benchmark(args):
     from pll.evaluation import MIN_PAIRS
-    from pll.grid import summary_tables
-    from pll.tables import markdown_table
+    from pll.experiment.grid import summary_tables
+    from pll.reporting.tables import markdown_table
 
     from .benchmark import benchmark
 
@@ -395,7 +395,7 @@ def cmd_benchmark(args):
 
 def cmd_datasets(args):
     from pll.data import BUILTIN_NAMES, FILE_FORMATS, PROTOCOLS
-    from pll.features import FEATURE_PIPELINES
+    from pll.preprocessing import FEATURE_PIPELINES
     from pll.noise import NOISE_MODELS
 
     print("Built-in data sets (fully labelled; partial labels from a noise model):")
@@ -471,7 +471,7 @@ def cmd_score(args):
 
 
 def cmd_audit(args):
-    from pll.tables import markdown_table
+    from pll.reporting.tables import markdown_table
 
     from .audit import audit
 

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 from pll_pipeline.flows import LOG_PRINTS, checks
 from pll_pipeline.flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
 from pll_pipeline.flows.tracked import ending_on_error
-from pll import catalog
+from pll.experiment import catalog
 from pll.evaluation import DEFAULT_LAMBDAS
 from pll.experiment import (
     Protocol,
@@ -31,7 +31,7 @@ from pll.experiment import (
 )
 from pll.neighbors import DEFAULT_BACKEND
 from pll.noise import describe_noise
-from pll.tables import markdown_table
+from pll.reporting.tables import markdown_table
 from pll_pipeline.cache.policy import bounded, lineage_keys
 from pll_pipeline.tasks.ingest import ingest
 from pll_pipeline.tracking.pipeline import RUN_KIND, log_results
@@ -54,7 +54,7 @@ def submit_protocol(protocol: Protocol, raw) -> RunResult:
     heavy stage alone leaves a core idle for part of its time.  A stage takes
     plain values, not futures, whose state Prefect would read from its API
     once for every task that takes them; the protocol's
-    :class:`~pll.experiment.stages.StageValues` drops each once every stage
+    :class:`~pll.experiment._stages.StageValues` drops each once every stage
     that reads it has finished.  At the first stage that fails, the others
     are asked to stop at their next block of rows
     (:func:`pll_pipeline.tasks.progress.stop_stages`) and its own error is raised, not
@@ -136,8 +136,8 @@ def pipeline(
     replaces the parent's name (data set, noise, seed); ``figures=False``
     draws no figures (a grid draws its own).  ``stage_tasks``: a Prefect
     task per stage (each cached, the method runs in parallel), or the whole
-    protocol as one task; default: per stage from :data:`pll.catalog.STAGE_TASKS_MIN_ROWS` rows.
-    ``preset`` fills the noise parameters ``noise_params`` leaves out (:func:`pll.paper_protocols.preset_noise_params`).
+    protocol as one task; default: per stage from :data:`pll.experiment.catalog.STAGE_TASKS_MIN_ROWS` rows.
+    ``preset`` fills the noise parameters ``noise_params`` leaves out (:func:`pll.experiment.presets.preset_noise_params`).
     ``protocol="dst-pll"`` prepares real-world data as the DST-PLL paper does;
     ``noisy_bags`` accepts empty bags and true labels outside their bags;
     ``mat_variables`` names a ``.mat`` file's variables (see :func:`pll.load_dataset`).

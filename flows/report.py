@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pll.paper_protocols import get_preset
-from pll.reproduction import ReportOptions, results_page
-from pll.atomic_files import write_atomically
+from pll.experiment.presets import get_preset
+from pll.reporting.reproduction import ReportOptions, results_page
+from pll.utils.atomic_files import write_atomically
 from pll_pipeline.tracking.grid import grid_results
 from pll_pipeline.tracking.runs import resolve_tracking_uri
 

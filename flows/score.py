@@ -17,9 +17,9 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from pll_pipeline.flows import LOG_PRINTS, checks
-from pll import catalog
+from pll.experiment import catalog
 from pll.errors import FilesFailedError
-from pll.scoring import (
+from pll.serving import (
     file_fingerprint,
     folder_output,
     pending_files,
@@ -66,7 +66,7 @@ def score_folder(
     Outputs are ``<input name>.scored.parquet`` and its review queue
     (``output_dir`` is created when there is something to write). Files
     that fail are recorded in the ledger and retried on the next run; after
-    trying every file the flow fails with :class:`~pll.scoring.FilesFailedError`
+    trying every file the flow fails with :class:`~pll.serving.FilesFailedError`
     naming them. Returns ``scored`` (file name -> scoring run id),
     ``skipped`` (names scored before) and ``waiting``: None, or the line
     logged when ``input_dir`` or the model does not exist (the run completes,

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
 
-from pll.progress import Stopped, stop_all_loops, stopping_all
+from pll.utils.progress import Stopped, stop_all_loops, stopping_all
 from pll_pipeline.tasks.progress import stop_stages
 from pll_pipeline.tracking.runs import end_run
 
@@ -101,7 +101,7 @@ def interruptible(command: str):
     The first signal raises in the main thread (:class:`KeyboardInterrupt`, or
     Prefect's :class:`~prefect.exceptions.TerminationSignal`, whose handler
     Prefect installs over this one while a flow runs), and every row loop of
-    the process stops at its next block (:func:`pll.progress.stop_all_loops`).
+    the process stops at its next block (:func:`pll.utils.progress.stop_all_loops`).
     A watcher thread hears of the signal through Python's wakeup descriptor,
     written by the C-level handler whichever Python handler is installed and
     whatever the main thread is doing (a numba kernel delays Python handlers;

@@ -6,7 +6,7 @@ from prefect import flow
 
 from pll_pipeline.flows import LOG_PRINTS, checks
 from pll_pipeline.flows.links import flow_run_tags, name_flow_run, tag_flow_run
-from pll import catalog
+from pll.experiment import catalog
 from pll.experiment import dataset_label
 from pll.neighbors import DEFAULT_BACKEND
 from pll_pipeline.tasks.ingest import ingest
@@ -54,12 +54,12 @@ def train(
     own reject decision by ``score > threshold``; ``reject_lambda`` chooses
     that threshold on a 20 % hold-out to minimise ``R_λ`` there (with true
     labels, or without them the bags' upper bound: see
-    :func:`pll.scoring.calibrate_threshold`).  ``conformal_alpha`` (None:
+    :func:`pll.serving.calibrate_threshold`).  ``conformal_alpha`` (None:
     none) adds prediction sets with coverage ≥ 1 − α to the model's output,
     calibrated on the same hold-out.
 
     The run, and the LoggedModel, get the model's quality on that hold-out
-    (:func:`pll.scoring.evaluate_holdout`), by the names a pipeline's method
+    (:func:`pll.serving.evaluate_holdout`), by the names a pipeline's method
     run logs (``accuracy``, ``native.risk_0.10``, ``conformal.coverage``, ...);
     the run's description says what they measure (:func:`metrics_note`).
 

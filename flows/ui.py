@@ -29,7 +29,7 @@ import urllib.parse
 import urllib.request
 from contextlib import suppress
 
-from pll import catalog
+from pll.experiment import catalog
 from pll.errors import PllError
 
 METHOD_FILTER = "tags.pll.kind = 'method'"

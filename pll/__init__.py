@@ -2,39 +2,44 @@
 
 The library alone, free of orchestration and tracking: data sets, noise
 models, features, neighbor search, the methods and their evaluation.
-Public names are imported on first use (:mod:`pll._lazy`).
+Public names are imported on first use (:mod:`pll.utils._lazy`).
 """
 
-from ._lazy import lazy_attributes
+from .utils._lazy import lazy_attributes
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _PUBLIC = {
-    "ConformalSets": ".conformal",
+    # estimators and their prediction type: import them from here
+    "ConformalSets": ".reject.conformal",
     "DstPll": ".methods",
     "Ipal": ".methods",
-    "PartialLabelDataset": ".data",
     "PlAknn": ".methods",
-    "PlAknnPreprocessor": ".features",
+    "PlAknnPreprocessor": ".preprocessing",
     "PlClassifier": ".methods",
     "PlKnn": ".methods",
     "Proden": ".methods",
     "RejectPrediction": ".methods",
-    "TrustScore": ".trust_score",
+    "TrustScore": ".reject.trust_score",
+    "predict_with_reject": ".methods",
+    # data sets
+    "PartialLabelDataset": ".data",
+    "load_dataset": ".data",
+    "train_test_split": ".data",
+    # subpackages, by concern
     "audit": ".audit",
-    "bag_bounds": ".bag_bounds",
-    "conformal": ".conformal",
+    "data": ".data",
     "errors": ".errors",
     "evaluation": ".evaluation",
     "experiment": ".experiment",
-    "features": ".features",
-    "load_dataset": ".data",
+    "methods": ".methods",
     "neighbors": ".neighbors",
     "noise": ".noise",
-    "predict_with_reject": ".methods",
-    "reasons": ".reasons",
-    "train_test_split": ".data",
-    "validation": ".validation",
+    "preprocessing": ".preprocessing",
+    "reject": ".reject",
+    "reporting": ".reporting",
+    "serving": ".serving",
+    "utils": ".utils",
 }
 __all__ = sorted(_PUBLIC)
 __getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC)

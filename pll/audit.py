@@ -95,10 +95,10 @@ import numpy as np
 import pandas as pd
 
 from .errors import InvalidDataError, InvalidParameterError
-from .evaluation import _as_mask, _as_scores
+from .evaluation._reject import _as_mask, _as_scores
 from .neighbors import NeighborResult, kneighbors
 from .neighbors.registry import check_backend
-from .validation import _is_sparse, _label_sets, check_features, check_positive_int, encode_bags
+from .utils.validation import _is_sparse, _label_sets, check_features, check_positive_int, encode_bags
 
 WEIGHTS = ("distance", "uniform")
 # Rows per block of the refinement, so that its (rows, k, k, l) arrays stay near 8 MB.
@@ -131,7 +131,7 @@ def audit_bags(
         Features of the training rows; None only when ``neighbors`` is given.
     S : candidate sets of the n rows
         A 0/1 or bool matrix of shape (n, l), or one set of labels per row
-        (:func:`pll.validation.encode_bags`).  Empty bags are allowed.
+        (:func:`pll.utils.validation.encode_bags`).  Empty bags are allowed.
     n_neighbors : int, default=10
     weights : {"distance", "uniform"}, default="distance"
         ``exp(−(d / d_k)²)``, ``d_k`` the row's farthest neighbor, or all 1.
@@ -347,7 +347,7 @@ def audit_dataset(ds, *, features="minmax", n_neighbors=10, knn="auto", knn_opti
     (if it does) with the same backend.  Rows with keys (a CSV or Parquet
     ``id`` column) also get their key, column ``id`` after ``row``.
     """
-    from .features import make_features
+    from .preprocessing import make_features
     from .neighbors import use_backend
 
     transformer = use_backend(make_features(features), knn, knn_options)

@@ -2,7 +2,7 @@
 
 The same hook lets a run stop its stages: when one stage fails, the flow
 calls :func:`stop_stages` and the others end at their next block of rows
-(:class:`pll.progress.Stopped`) instead of computing on for minutes.  Stages
+(:class:`pll.utils.progress.Stopped`) instead of computing on for minutes.  Stages
 that run on Dask workers, in other processes, do not hear of it.
 """
 
@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from prefect import get_run_logger
 from prefect.context import TaskRunContext
 
-from pll.progress import reporting
+from pll.utils.progress import reporting
 
 # Flow runs whose stages should stop (one of their stages failed).
 _STOPPED_RUNS = set()
@@ -24,7 +24,7 @@ def stop_stages(flow_run_id):
 
 @contextmanager
 def logged_progress():
-    """Log the progress of :mod:`pll.progress` loops run inside this block through the task run's logger.
+    """Log the progress of :mod:`pll.utils.progress` loops run inside this block through the task run's logger.
 
     Enter it in the task body: on a Dask worker the body runs in another
     process, which sees no listener its caller set.

@@ -2,7 +2,7 @@
 
 On a few thousand rows every stage takes milliseconds, and a task per stage
 would cost more in orchestration than the stages compute; the pipeline runs
-such data through :func:`run_protocol` (see :data:`pll.catalog.STAGE_TASKS_MIN_ROWS`).
+such data through :func:`run_protocol` (see :data:`pll.experiment.catalog.STAGE_TASKS_MIN_ROWS`).
 """
 
 from __future__ import annotations

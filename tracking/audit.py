@@ -8,7 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll import audit as audit_
-from pll.plots import suspicion_figure
+from pll.reporting.plots import suspicion_figure
 from pll_pipeline.tracking.runs import figure_writer, frame_writer, log_entries, now_ms, upload
 
 TOP_ROWS = 50  # rows of the Markdown table: the most suspicious bags, for a first look

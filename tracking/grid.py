@@ -125,7 +125,7 @@ def grid_results(tracking_uri: str, sources) -> tuple[pd.DataFrame, list[dict], 
                 frames.append(pd.read_csv(path))
                 end = run.info.end_time or run.info.start_time
                 records.append({
-                    "grid": run.data.tags.get("pll.grid", ""), "run": run.info.run_id, "status": run.info.status,
+                    "grid": run.data.tags.get("pll.experiment.grid", ""), "run": run.info.run_id, "status": run.info.status,
                     "cells finished": int(run.data.metrics.get("cells_finished", 0)),
                     "minutes": round((end - run.info.start_time) / 60000, 1),
                 })

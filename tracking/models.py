@@ -1,6 +1,6 @@
 """Fitted models as MLflow models: log (and register), load.
 
-A :class:`pll.scoring.FittedModel` is pickled as an artifact of a ``pyfunc``
+A :class:`pll.serving.FittedModel` is pickled as an artifact of a ``pyfunc``
 model whose input is a feature table (columns by name, optional
 ``candidates``) and whose output has ``label``, ``accept``, ``score``,
 ``guess`` and the method's per-class columns.  Everything goes through an
@@ -36,8 +36,8 @@ from prefect.cache_policies import NO_CACHE
 
 from pll.data.tabular import CANDIDATES, SEPARATOR
 from pll.errors import InvalidParameterError, ModelNotFoundError
-from pll.experiment.evaluation import run_metrics
-from pll.scoring import FittedModel, feature_names
+from pll.experiment import run_metrics
+from pll.serving import FittedModel, feature_names
 
 from pll_pipeline.tracking.runs import log_entries, log_json
 from pll_pipeline.tracking.served import predict_served
@@ -49,7 +49,7 @@ REQUIREMENTS = ("numpy", "pandas", "scipy", "scikit-learn", "pynndescent", "clou
 
 
 class PllPyfuncModel(mlflow.pyfunc.PythonModel):
-    """The MLflow ``pyfunc`` face of a :class:`~pll.scoring.FittedModel`."""
+    """The MLflow ``pyfunc`` face of a :class:`~pll.serving.FittedModel`."""
 
     def load_context(self, context):
         with open(context.artifacts[ARTIFACT], "rb") as fh:
@@ -164,12 +164,12 @@ def log_model(tracking_uri: str, run_id: str, fitted: FittedModel, example: pd.D
 def model_metrics(fitted: FittedModel, model_id: str) -> list[Metric]:
     """The metrics a training run logs: the model's quality and how its threshold was chosen.
 
-    The hold-out's reject report (:attr:`~pll.scoring.FittedModel.holdout_metrics`)
+    The hold-out's reject report (:attr:`~pll.serving.FittedModel.holdout_metrics`)
     by the names a pipeline's method run logs
-    (:func:`pll.experiment.evaluation.run_metrics`: ``accuracy``,
+    (:func:`pll.experiment._evaluate.run_metrics`: ``accuracy``,
     ``native.risk_0.10``, ``conformal.coverage``, ...), attached to the
     LoggedModel ``model_id`` as well as to the run; and ``holdout.<name>`` of
-    the threshold's calibration (:func:`pll.scoring.calibrate_threshold`), the
+    the threshold's calibration (:func:`pll.serving.calibrate_threshold`), the
     run's only.
     """
     now = get_current_time_millis()
@@ -211,7 +211,7 @@ def set_predictor_params(predictor) -> dict:
 def load_model(model_uri: str, tracking_uri: str) -> tuple[FittedModel, dict]:
     """The fitted model behind ``model_uri`` and where it came from.
 
-    Returns the :class:`~pll.scoring.FittedModel` and a dict with
+    Returns the :class:`~pll.serving.FittedModel` and a dict with
     ``model_uri``, ``model_id`` and ``run_id`` (the training run), either
     possibly None for models saved outside a run.  An unknown URI, or one
     naming a model that is not a pll model, raises :class:`ModelNotFoundError`.

@@ -24,10 +24,10 @@ from prefect.cache_policies import NO_CACHE
 
 from pll.methods import make_method
 from pll.noise import noise_parameters
-from pll.metric_names import option_metric, risk_name
-from pll.plots import precision_figure, risk_figure, tradeoff_figure
-from pll.report import run_report
-from pll.tables import risk_table
+from pll.evaluation.metric_names import option_metric, risk_name
+from pll.reporting.plots import precision_figure, risk_figure, tradeoff_figure
+from pll.reporting.report import run_report
+from pll.reporting.tables import risk_table
 from pll_pipeline.tracking.runs import (
     DESCRIPTION_TAG,
     KIND_TAG,

@@ -20,9 +20,9 @@ from mlflow.tracking import MlflowClient
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pll.atomic_files import write_atomically
-from pll.provenance import git_commit, package_versions
-from pll.tables import markdown_table
+from pll.utils.atomic_files import write_atomically
+from pll.utils.provenance import git_commit, package_versions
+from pll.reporting.tables import markdown_table
 from pll_pipeline.tracking import store as tracking_store
 from pll_pipeline.tracking.store import SQLITE_PREFIX, artifact_location
 

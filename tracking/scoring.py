@@ -7,7 +7,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pll.errors import ModelNotFoundError
-from pll.scoring import score_figure
+from pll.serving import score_figure
 from pll_pipeline.tracking.models import link_input, load_model
 from pll_pipeline.tracking.runs import log_figure, log_json, log_metrics
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import InvalidDataError
-from ..validation import at_row, check_bags, check_class_indices, check_features
+from ..utils.validation import at_row, check_bags, check_class_indices, check_features
 
 
 @dataclass(frozen=True, eq=False)

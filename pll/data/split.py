@@ -3,9 +3,9 @@
 import numpy as np
 from sklearn.model_selection import train_test_split as _sk_split
 
-from .._random import seed_to_int
+from ..utils._random import seed_to_int
 from ..errors import InvalidParameterError
-from ..validation import check_fraction
+from ..utils.validation import check_fraction
 
 
 def split_indices(n_rows, test_size=0.2, random_state=0):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._random import seed_to_int
+from ..utils._random import seed_to_int
 from ..errors import InvalidParameterError
 from .tabular import CANDIDATES, LABEL, SEPARATOR
 

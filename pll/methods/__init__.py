@@ -1,14 +1,14 @@
 """The partial-label methods, each a scikit-learn style estimator."""
 
 from ..errors import InvalidParameterError
-from ..validation import check_params
-from .base import NeighborMethod, RejectPrediction, predict_with_reject, without_support_test
-from .dst_pll import DstPll
-from .ipal import Ipal
-from .pl_aknn import PlAknn
-from .pl_classifier import PlClassifier
-from .pl_knn import PlKnn
-from .proden import Proden
+from ..utils.validation import check_params
+from ._base import NeighborMethod, RejectPrediction, predict_with_reject, without_support_test
+from ._dst_pll import DstPll
+from ._ipal import Ipal
+from ._pl_aknn import PlAknn
+from ._pl_classifier import PlClassifier
+from ._pl_knn import PlKnn
+from ._proden import Proden
 
 METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal, "pl_classifier": PlClassifier,
            "proden": Proden}

@@ -5,11 +5,11 @@ neighbors in order and leaving as soon as one label survives does far less
 work than stepping all queries through all ``T`` neighborhood sizes.  Only
 the surviving labels are touched at each step: they are kept as an ascending
 list that is compacted in place after every elimination.  ``M`` values and
-elimination thresholds come from the tables of :mod:`pll.methods.pl_aknn`,
+elimination thresholds come from the tables of :mod:`pll.methods._pl_aknn`,
 built with the very floating-point expressions of the definition, so the
 kernel's arithmetic is integer apart from look-ups and the final score.
 
-For the reasons of a rejection (:mod:`pll.reasons`) the kernel also tells,
+For the reasons of a rejection (:mod:`pll.reject.reasons`) the kernel also tells,
 for a query whose labels still tie after ``T`` neighbors, whether some
 neighbor separates two of the survivors (its bag holds one and not the
 other): a conflict; otherwise every bag held all survivors or none, and no
@@ -36,9 +36,9 @@ def eliminate(indices, bags, candidates, leads, m_table, scale, *, evidence=Fals
     candidates : bool array of shape (n, l)
         Each query's starting set of labels, none of them empty.
     leads : int64 array of shape (T,)
-        :func:`pll.methods.pl_aknn.elimination_leads`.
+        :func:`pll.methods._pl_aknn.elimination_leads`.
     m_table : float64 array of shape (T, 2·T + 2)
-        :func:`pll.methods.pl_aknn.m_values`.
+        :func:`pll.methods._pl_aknn.m_values`.
     scale : float
         ``A``, which the score of an undecided query is divided by.
 

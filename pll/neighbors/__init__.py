@@ -12,7 +12,7 @@ imported on first use, so that the registry loads without numba and
 scikit-learn.
 """
 
-from .._lazy import lazy_attributes
+from ..utils._lazy import lazy_attributes
 
 _PUBLIC = {
     "BACKENDS": ".registry",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..progress import blocks, track
+from ..utils.progress import blocks, track
 from .distinct import DistinctRows
 from .screening import TILE_ROWS, Screen, rounding_gamma, smallest
 

@@ -20,8 +20,8 @@ import time
 import numpy as np
 
 from ..errors import InvalidDataError
-from ..progress import blocks, track
-from ..validation import check_features, check_positive_int, check_queries
+from ..utils.progress import blocks, track
+from ..utils.validation import check_features, check_positive_int, check_queries
 from .exact import ExactIndex, nearest_among, rerank
 from .grouped_cells import GroupedCellIndex
 from .index import NeighborIndex
@@ -192,7 +192,7 @@ def _searcher(X_train, groups, n_groups, backend, options):
 
 
 AGREEMENT_THRESHOLD = 1.5
-"""The trust score's default threshold (:data:`pll.trust_score.DEFAULT_THRESHOLD`): a query's decision is the
+"""The trust score's default threshold (:data:`pll.reject.trust_score.DEFAULT_THRESHOLD`): a query's decision is the
 side of it on which its ratio of other to own distance falls."""
 WIDER_PROBE = 2
 """Each escalation step of the cell search probes this many times as many cells."""

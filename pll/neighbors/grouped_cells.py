@@ -26,7 +26,7 @@ Candidates are screened in float32 and the chosen row of each group is
 reranked in float64 (:func:`~pll.neighbors.exact.rerank`), as every backend
 returns distances.  ``benchmarks/trust_class_sets.py`` measures its agreement
 with exact search.  Blocks of queries, and the groups' cells, are spread over
-one thread per CPU (:func:`~pll.progress.track_in_parallel`); the results do
+one thread per CPU (:func:`~pll.utils.progress.track_in_parallel`); the results do
 not depend on the threads.
 """
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..progress import blocks, track_in_parallel
+from ..utils.progress import blocks, track_in_parallel
 from .exact import nearest_among, rerank
 from .screening import screening_queries, screening_rows
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ..errors import InvalidParameterError, NeighborsError
-from ..validation import check_features, check_positive_int, check_queries
+from ..utils.validation import check_features, check_positive_int, check_queries
 from .auto import AUTO_MIN_CONTRAST, CONTRAST_K, auto_exact_max_rows
 from .backends import local_index
 from .exact import ExactIndex

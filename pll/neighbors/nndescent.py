@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
-from ..progress import blocks, track
+from ..utils.progress import blocks, track
 from .distinct import DistinctRows
 from .exact import ExactIndex, rerank_distinct
 
@@ -87,7 +87,7 @@ recall@k), (query_k, epsilon):
   2.6 s at 0.9902, (30, 0.2) 2.1 s at 0.9820.  (25, 0.25) keeps 0.99 for three quarters of the time;
   narrower comes too close to 0.98;
 - k = 10 in a wide graph (a 10-neighbor method beside PL A-kNN on its features; PL A-kNN's preprocessing
-  searches narrower, :data:`pll.features.SEARCH_EPSILON`), 640,000 rows in PL A-kNN's projection (cube
+  searches narrower, :data:`pll.preprocessing.SEARCH_EPSILON`), 640,000 rows in PL A-kNN's projection (cube
   root, L2), graph of 52: (20, 0.35) 3.1 s at 0.9998, (20, 0.2) 1.5 s at 0.9980, (15, 0.2) 1.2 s at 0.9971,
   (15, 0.1) 0.8 s at 0.9864;
 - k = 50, the same 640,000 rows and graph: (60, 0.2) 3.7 s at 0.9997, (55, 0.1) 2.3–2.7 s at 0.9964–0.9969,
@@ -139,7 +139,7 @@ class NNDescentIndex:
         the threads of batched queries.
 
     Searches report progress and stop, when a failed stage asks them to
-    (:mod:`pll.progress`), between blocks of :data:`QUERY_ROWS` queries; the
+    (:mod:`pll.utils.progress`), between blocks of :data:`QUERY_ROWS` queries; the
     graph build is one call into pynndescent and cannot be stopped midway.
     """
 

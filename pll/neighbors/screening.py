@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..progress import blocks, track_in_parallel
+from ..utils.progress import blocks, track_in_parallel
 
 # Training rows screened by one matrix product.
 TILE_ROWS = 4096
@@ -146,7 +146,7 @@ def smallest(A, B, width, exclude):
     """The ``width`` smallest screening values of each query and their training rows, ascending.
 
     Blocks of :data:`QUERY_BLOCK` queries run on one thread per CPU, each with
-    a single-threaded BLAS (:func:`~pll.progress.track_in_parallel`): the
+    a single-threaded BLAS (:func:`~pll.utils.progress.track_in_parallel`): the
     insertion kernel then runs in parallel too, and no BLAS thread pool has to
     wake up for every tile.
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import dask
 import numpy as np
 
-from ..validation import check_positive_int
+from ..utils.validation import check_positive_int
 from .backends import local_index
 from .exact import top_k
 from .nndescent import MAX_BREADTH, MAX_DEPTH

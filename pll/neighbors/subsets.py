@@ -8,7 +8,7 @@ a list holds ``k`` subset rows; the rest are searched again.  For an exact
 list this is exact, with the same order and ties (by lower index: the
 subset keeps the rows' order); for an approximate one it is as good as the
 list.  The pipeline uses it for PL A-kNN's smoothing neighbors, whose
-projection learns nothing from the rows (:mod:`pll.features`).
+projection learns nothing from the rows (:mod:`pll.preprocessing`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import pll
-from pll.scoring import feature_names
+from pll.serving import feature_names
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterTags
 import pll
 from pll_pipeline.flows.benchmark import GridProgress, benchmark
 from pll_pipeline.flows.cli import main
-from pll.grid import parse_grid
+from pll.experiment.grid import parse_grid
 from pll.methods import METHODS
 from pll_pipeline.tracking.grid import CELL_KEY_TAG, EXECUTION_KEY_TAG, GRID_KEY_TAG, PARENT_TAG
 

@@ -185,9 +185,9 @@ def test_every_option_has_help_and_lists_its_choices():
 
 
 def test_the_catalog_names_what_the_registries_hold():
-    from pll import catalog
+    from pll.experiment import catalog
     from pll.data import PROTOCOLS
-    from pll.features import FEATURE_PIPELINES
+    from pll.preprocessing import FEATURE_PIPELINES
     from pll.methods import METHODS
     from pll.noise import NOISE_MODELS
 

@@ -9,7 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from pll_pipeline.flows.cli import main
-from pll.grid import load_grid
+from pll.experiment.grid import load_grid
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = re.search(r"## Reproducing the papers' tables\n(.*?)\n## ", (ROOT / "docs" / "benchmarks.md").read_text(),

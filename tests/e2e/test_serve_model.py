@@ -21,7 +21,7 @@ import pytest
 
 from pll.data import PartialLabelDataset
 from pll.errors import PllError
-from pll.scoring import fit_model
+from pll.serving import fit_model
 from pll_pipeline.tracking.models import input_example, log_model
 from pll_pipeline.tracking.runs import end_run, start_run
 from tests.processes import free_port

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
 
 from pll.data import PartialLabelDataset
-from pll.conformal import set_report
+from pll.reject.conformal import set_report
 from pll.evaluation import partial_label_report, reject_report
-from pll.experiment.evaluation import run_metrics
+from pll.experiment import run_metrics
 from pll.errors import (
     DataFileError,
     FilesFailedError,
@@ -31,8 +31,8 @@ from pll.errors import (
 )
 from pll.methods import METHODS, make_method
 from pll.neighbors import kneighbors
-from pll.reasons import REJECTIONS
-from pll.scoring import (
+from pll.reject.reasons import REJECTIONS
+from pll.serving import (
     LEDGER,
     REVIEW_NEIGHBORS,
     check_input_path,
@@ -356,7 +356,7 @@ def test_path_checks_import_neither_prefect_nor_mlflow():
     code = (
         "import sys\n"
         "from pll.errors import PllError\n"
-        "from pll.scoring import check_input_path, check_output_path\n"
+        "from pll.serving import check_input_path, check_output_path\n"
         "for check, path in ((check_output_path, '/proc/nope/out.parquet'), (check_input_path, 'absent.csv')):\n"
         "    try:\n"
         "        check(path)\n"

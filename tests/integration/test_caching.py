@@ -19,7 +19,7 @@ from prefect.serializers import PickleSerializer
 import pll
 from pll.errors import DataFileError, InvalidParameterError
 from pll.experiment import make_split
-from pll.features import featurize
+from pll.preprocessing import featurize
 from pll.neighbors import NeighborResult
 from pll.noise import apply_noise
 from pll_pipeline.cache.store import SignedStore

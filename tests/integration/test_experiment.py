@@ -75,7 +75,7 @@ def test_conformal_sets_come_from_a_model_that_never_saw_its_calibration_rows():
     rows, data = result.rows, result.data
     fit, val = rows.train[rows.fit], rows.train[rows.val]
     # Features and model fitted on the fitting rows alone; validation and test rows are new rows to both.
-    scaler = pll.features.make_features("minmax").fit(data.X[fit])
+    scaler = pll.preprocessing.make_features("minmax").fit(data.X[fit])
     holdout = pll.PlKnn(random_state=2).fit(scaler.transform(data.X[fit]), data.S[fit])
     sets = pll.ConformalSets(holdout, alpha=0.2).fit(scaler.transform(data.X[val]), data.S[val])
     np.testing.assert_array_equal(out.test.sets, sets.predict_sets(scaler.transform(data.X[rows.test])))
@@ -94,7 +94,7 @@ def test_conformal_sets_come_from_a_model_that_never_saw_its_calibration_rows():
 
 def test_each_method_run_fits_its_hold_out_model_once_for_its_own_and_its_conformal_calibration(monkeypatch):
     """A strong learner's hold-out fit costs as much as its main fit: the native and conformal options share it."""
-    from pll.experiment.calibration import CalibrationSplit
+    from pll.experiment import CalibrationSplit
 
     fitted = []
     real_fit = CalibrationSplit.fit_holdout

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pll.bag_bounds import calibrate_thresholds_from_bags
-from pll.conformal import set_report
+from pll.reject.bag_bounds import calibrate_thresholds_from_bags
+from pll.reject.conformal import set_report
 from pll.data import PartialLabelDataset, load_dataset
 from pll.errors import InvalidDataError
 from pll.evaluation import (
@@ -21,11 +21,11 @@ from pll.evaluation import (
     threshold_sweep,
 )
 from pll.experiment import MethodOutput, evaluate, make_split, prediction_frames, run_metrics
-from pll.experiment.evaluation import bag_calibrated_metrics
+from pll.experiment._evaluate import bag_calibrated_metrics
 from pll.methods import METHODS, RejectPrediction
 from pll.noise import apply_noise
-from pll.paper_protocols import SCRIPT_RULES, script_operating_point
-from pll.reasons import REASONS, reason_report
+from pll.experiment.presets import SCRIPT_RULES, script_operating_point
+from pll.reject.reasons import REASONS, reason_report
 
 PER_CLASS_PREFIXES = ("belief", "plausibility", "share")
 

@@ -178,7 +178,7 @@ def logged_metrics(client, result):
 
 
 def test_small_and_staged_runs_compute_the_same(prefect_harness, tracking_uri):
-    """Below pll.catalog.STAGE_TASKS_MIN_ROWS the protocol is one task; a task per stage logs every metric equal."""
+    """Below pll.experiment.catalog.STAGE_TASKS_MIN_ROWS the protocol is one task; a task per stage logs every metric equal."""
     kwargs = dict(dataset="iris", seed=1, methods=["pl_knn", "pl_aknn"], tracking_uri=tracking_uri, experiment="paths")
     whole, staged = pipeline(**kwargs), pipeline(**kwargs, stage_tasks=True)
     pd.testing.assert_frame_equal(whole["metrics"], staged["metrics"])

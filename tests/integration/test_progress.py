@@ -1,4 +1,4 @@
-"""Progress of long row loops (pll.progress): the library's real block loops, a collecting callback, a test clock.
+"""Progress of long row loops (pll.utils.progress): the library's real block loops, a collecting callback, a test clock.
 
 The last test runs ``pll run`` as a user would, in a fresh process with a real temporary Prefect
 server, and reads the progress lines on its console.
@@ -19,9 +19,9 @@ import pytest
 import pll
 from pll.data.synthetic import make_partial_label_table
 from pll.errors import InvalidParameterError
-from pll.methods import base
+from pll.methods import _base as base
 from pll.neighbors import exact, grouped, nearest_by_group
-from pll.progress import MIN_ROWS_ENV, Progress, Stopped, blocks, duration, reporting, track, track_in_parallel
+from pll.utils.progress import MIN_ROWS_ENV, Progress, Stopped, blocks, duration, reporting, track, track_in_parallel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -248,7 +248,7 @@ def test_a_parallel_loop_raises_its_blocks_error_and_stops_when_asked():
 @pytest.fixture
 def stage_kinds(monkeypatch):
     """Register stage kinds for a test's own protocol; nothing cached (the cache would outlive the test)."""
-    from pll.experiment import stages
+    from pll.experiment import _stages as stages
 
     monkeypatch.setenv("PLL_CACHE_MAX_ROWS", "0")
     return lambda **functions: [monkeypatch.setitem(stages.FUNCTIONS, k, f) for k, f in functions.items()]

@@ -51,7 +51,7 @@ def test_concurrent_first_runs_on_a_new_store_all_finish(tmp_path):
     client = MlflowClient(uri)
     assert len(client.search_runs([client.get_experiment_by_name("first").experiment_id])) == 4
     assert not list(tmp_path.glob("*.lock"))  # the lock is the folder's: nothing is left beside the store
-    assert not list(tmp_path.glob(".*.tmp"))  # built beside the store (pll.atomic_files), renamed into place
+    assert not list(tmp_path.glob(".*.tmp"))  # built beside the store (pll.utils.atomic_files), renamed into place
 
 
 @pytest.mark.parametrize("error, status", [(KeyboardInterrupt, "KILLED"), (TerminationSignal(15), "KILLED"),

@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pll.atomic_files import PRIVATE, write_atomically
+from pll.utils.atomic_files import PRIVATE, write_atomically
 
 
 def test_a_failing_writer_leaves_nothing_and_touches_no_target(tmp_path):

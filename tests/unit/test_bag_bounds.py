@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pll.bag_bounds import (
+from pll.reject.bag_bounds import (
     bounds_by_setting,
     calibrate_thresholds_from_bags,
     certainly_right,
@@ -13,7 +13,8 @@ from pll.bag_bounds import (
     risk_bounds,
 )
 from pll.errors import InvalidDataError, InvalidParameterError
-from pll.evaluation import DEFAULT_LAMBDAS, calibrate_thresholds, calibrated_metrics, reject_report, risk_name
+from pll.evaluation import DEFAULT_LAMBDAS, calibrate_thresholds, calibrated_metrics, reject_report
+from pll.evaluation.metric_names import risk_name
 
 LAMBDAS = DEFAULT_LAMBDAS + (0.5,)
 

@@ -12,7 +12,7 @@ from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
 
 import pll
-from pll.conformal import (
+from pll.reject.conformal import (
     ConformalSets,
     bag_hit_rate,
     calibration_weights,
@@ -423,7 +423,7 @@ def test_set_report_counts_sizes_and_per_class_coverage():
 
 
 def test_a_trained_model_ships_sets_from_a_holdout_and_can_choose_its_threshold_there():
-    from pll.scoring import calibrate_threshold, fit_holdout, fit_model
+    from pll.serving import calibrate_threshold, fit_holdout, fit_model
 
     ds = pll.noise.apply_noise(pll.load_dataset("wine"), "uniform", {"p": 0.5, "r": 1}, random_state=1)
     model = fit_model(ds, "pl_knn", random_state=1, conformal_alpha=0.2, reject_lambda=0.1)

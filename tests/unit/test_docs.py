@@ -56,7 +56,7 @@ def test_python_blocks_run(page, tmp_path, monkeypatch):
 
 
 def test_yaml_blocks_are_valid_grids(tmp_path):
-    from pll.grid import load_grid
+    from pll.experiment.grid import load_grid
 
     grids = [b for b in all_blocks() if b.lang == "yaml" and b.skip is None]
     assert grids, "the grid format is documented with an example"

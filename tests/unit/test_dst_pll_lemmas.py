@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pll
-from pll.methods.dst_pll import decide
+from pll.methods._dst_pll import decide
 from pll.neighbors import NeighborResult
 
 

@@ -21,10 +21,9 @@ from pll.evaluation import (
     partial_label_report,
     precision_at_percentile,
     reject_report,
-    risk_name,
-    smaller_is_better,
     threshold_sweep,
 )
+from pll.evaluation.metric_names import risk_name, smaller_is_better
 
 
 def random_case(rng, n, n_classes=4, n_distinct=None):

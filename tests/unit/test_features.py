@@ -12,7 +12,7 @@ from sklearn.decomposition import PCA
 import pll
 from pll.data import PartialLabelDataset, one_hot
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError, PllError
-from pll.features import FEATURE_PIPELINES, PlAknnPreprocessor, featurize, make_features
+from pll.preprocessing import FEATURE_PIPELINES, PlAknnPreprocessor, featurize, make_features
 from tests.oracles import nearest
 
 
@@ -174,7 +174,7 @@ def test_pl_aknn_pipelines_are_registered():
 
 def test_pipelines_that_search_neighbors_use_the_runs_backend(monkeypatch):
     """featurize hands its kNN backend to PL A-kNN's preprocessing, unless the pipeline's params name one."""
-    import pll.features as features
+    import pll.preprocessing as features
 
     seen = []
     real_kneighbors, real_index = features.kneighbors, features.NeighborIndex
@@ -204,7 +204,7 @@ def test_pipelines_that_search_neighbors_use_the_runs_backend(monkeypatch):
 def test_approximate_preprocessing_gives_new_rows_nearly_the_exact_features():
     """With nndescent, the narrow searches of new rows (SEARCH_EPSILON) move 99 % of their features by under 2 %.
 
-    The bound measured at scale was 1.5 % (see :data:`pll.features.SEARCH_EPSILON`); the training rows'
+    The bound measured at scale was 1.5 % (see :data:`pll.preprocessing.SEARCH_EPSILON`); the training rows'
     features come from the graph's own lists, whatever the breadth.
     """
     from pll.data.synthetic import make_partial_label_table
@@ -232,7 +232,7 @@ def test_use_backend_leaves_estimators_without_neighbor_searches_alone():
 
 def test_a_feature_spec_carries_its_pipelines_parameters_and_refuses_bad_ones():
     from pll.experiment import metric_prefix
-    from pll.features import parse_feature_spec
+    from pll.preprocessing import parse_feature_spec
 
     assert parse_feature_spec("pl_aknn_real( density_k = 20 , alpha=0.2, variant=\"real-world\")") == (
         "pl_aknn_real", {"density_k": 20, "alpha": 0.2, "variant": "real-world"})

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pll.errors import DataFileError, InvalidParameterError, PllError
-from pll.grid import (
+from pll.experiment.grid import (
     Cell, load_grid, parse_grid, results_table, risk_figures, stable_hash, summarize, summary_tables,
 )
 from pll.methods import METHODS

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import pll
 from pll.errors import InvalidParameterError, NeighborsError
 from pll.experiment import calibration_split, make_split
-from pll.features import PlAknnPreprocessor, featurize, shares_fit_neighbors
+from pll.preprocessing import PlAknnPreprocessor, featurize, shares_fit_neighbors
 from pll.neighbors.subsets import own_neighbors_from, restrict_neighbors, subset_list_length
 from tests.oracles import nearest
 

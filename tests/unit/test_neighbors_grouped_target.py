@@ -12,7 +12,7 @@ from pll.neighbors.grouped import (
     nearest_own_and_other,
 )
 from pll.neighbors.grouped_cells import GroupedCellIndex
-from pll.trust_score import DEFAULT_THRESHOLD
+from pll.reject.trust_score import DEFAULT_THRESHOLD
 
 
 @pytest.fixture(scope="module")

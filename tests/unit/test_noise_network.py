@@ -11,7 +11,7 @@ import pytest
 from sklearn.datasets import make_blobs, make_classification
 from sklearn.utils.estimator_checks import check_estimator
 
-from pll.noise_network import SquaredLossMLP, _loss_and_gradients
+from pll.noise._network import SquaredLossMLP, _loss_and_gradients
 
 NAMES = ("coefs", "intercepts", "gammas", "betas")
 

@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import pll
-from pll import catalog
+from pll.experiment import catalog
 from pll.errors import InvalidParameterError
 from pll.experiment import run_protocol
-from pll.grid import parse_grid
+from pll.experiment.grid import parse_grid
 from pll.noise import class_dependent, instance_flip_probabilities, class_probabilities, partner_classes
-from pll.paper_protocols import (
+from pll.experiment.presets import (
     PRESETS,
     SCRIPT_MIN_ACCEPTED,
     SCRIPT_RULES,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from pll.methods.perceptron import BN_EPS, Adam, Perceptron, one_cycle
+from pll.methods._perceptron import BN_EPS, Adam, Perceptron, one_cycle
 
 
 def soft_loss(net, X, T):

@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pll
-import pll.methods.base as base
+import pll.methods._base as base
 from pll.errors import InvalidParameterError
-from pll.methods.pl_aknn import elimination_leads
+from pll.methods._pl_aknn import elimination_leads
 from pll.neighbors import NeighborResult
-from pll.reasons import CONFLICT, VAGUE
+from pll.reject.reasons import CONFLICT, VAGUE
 from tests.oracles import loop_pl_aknn, nearest
 
 

@@ -15,7 +15,7 @@ from sklearn.svm import SVC
 
 import pll
 from pll.errors import InvalidParameterError, NotFittedError
-from pll.methods.pl_classifier import ESTIMATORS, PlClassifier, _fit_inner, _warm_startable
+from pll.methods._pl_classifier import ESTIMATORS, PlClassifier, _fit_inner, _warm_startable
 
 
 def blobs(n=120, n_classes=3, seed=0):
@@ -460,7 +460,7 @@ def test_warm_started_logistic_regression_reaches_the_cold_weights():
 
 
 def test_named_boosting_regularises_its_leaves():
-    """Unregularised leaves (-G/H) explode where the weights have left a class (pll/methods/pl_classifier.py)."""
+    """Unregularised leaves (-G/H) explode where the weights have left a class (pll/methods/_pl_classifier.py)."""
     assert ESTIMATORS["hist_gradient_boosting"](0).l2_regularization == 1.0
 
 

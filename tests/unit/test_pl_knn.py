@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pll
-from pll._random import pick_among
+from pll.utils._random import pick_among
 from pll.neighbors import NeighborResult
 
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from matplotlib.colors import rgb_to_hsv, to_rgb
 
-from pll.catalog import METHODS
+from pll.experiment.catalog import METHODS
 from pll.evaluation import precision_at_percentile, threshold_sweep
-from pll.plots import (
+from pll.reporting.plots import (
     EXTRA_COLOURS,
     METHOD_COLOURS,
     base_method,
@@ -47,7 +47,7 @@ def curves():
 
 
 def risks_of(keys):
-    """A toy :func:`pll.tables.risk_table`: rows per (method, option, λ), each line its own slope."""
+    """A toy :func:`pll.reporting.tables.risk_table`: rows per (method, option, λ), each line its own slope."""
     rows = [
         {"method": m, "reject": o, "lambda": lam, "risk": 0.1 + lam * (i + 1), "cal_risk": 0.05 + lam * i}
         for i, (m, o) in enumerate(keys)
@@ -159,7 +159,7 @@ def test_a_single_distinct_score_still_draws():
 
 
 def test_every_catalog_method_has_a_fixed_colour_of_its_own():
-    assert set(METHODS) <= set(METHOD_COLOURS), "give every method of pll.catalog a colour in pll.plots"
+    assert set(METHODS) <= set(METHOD_COLOURS), "give every method of pll.experiment.catalog a colour in pll.reporting.plots"
     colours = [METHOD_COLOURS[m] for m in METHODS]
     assert len({c.lower() for c in colours}) == len(colours)
     for a, b in combinations(METHODS, 2):

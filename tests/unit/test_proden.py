@@ -10,7 +10,7 @@ from sklearn.datasets import make_classification
 import pll
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError
 from pll.methods import METHODS, make_method
-from pll.methods.proden import CLEANING_START, LARGE_DATA_ROWS, Proden
+from pll.methods._proden import CLEANING_START, LARGE_DATA_ROWS, Proden
 
 FAST = {"max_epochs": 10, "n_networks": 1}
 
@@ -423,7 +423,7 @@ def test_not_fitted(call):
 
 
 def test_registered_and_run_through_the_protocol():
-    from pll import catalog
+    from pll.experiment import catalog
     from pll.experiment import run_protocol
 
     assert METHODS["proden"] is Proden and "proden" in catalog.METHODS
@@ -439,12 +439,12 @@ def test_registered_and_run_through_the_protocol():
 
 
 def test_trained_and_scored_as_pll_train_and_pll_score_do():
-    """``pll train --method proden`` fits through pll.scoring.fit_model; the model scores a new table, pickled."""
+    """``pll train --method proden`` fits through pll.serving.fit_model; the model scores a new table, pickled."""
     import pickle
 
     import pandas as pd
 
-    from pll.scoring import fit_model
+    from pll.serving import fit_model
 
     ds = pll.noise.apply_noise(pll.load_dataset("iris"), "auto", random_state=0)
     model = pickle.loads(pickle.dumps(fit_model(ds, "proden", {"max_epochs": 30, "n_networks": 2}, random_state=0)))

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 import pll
-from pll.experiment import calibration, declare_protocol, plan_run, run_protocol
+from pll.experiment import CalibrationSplit, declare_protocol, plan_run, run_protocol
 
 METHODS = ["pl_knn", "dst_pll", "pl_aknn"]
 
@@ -32,13 +32,13 @@ def test_every_stage_reads_values_written_before_it(alpha):
 def test_the_hold_out_model_is_fitted_once_per_method_run_and_shared(monkeypatch):
     """The method's own calibration and its conformal sets read one hold-out fit (they fitted one each before)."""
     fits = Counter()
-    fit_holdout = calibration.CalibrationSplit.fit_holdout
+    fit_holdout = CalibrationSplit.fit_holdout
 
     def counted(self, run, seed):
         fits[run.name] += 1
         return fit_holdout(self, run, seed)
 
-    monkeypatch.setattr(calibration.CalibrationSplit, "fit_holdout", counted)
+    monkeypatch.setattr(CalibrationSplit, "fit_holdout", counted)
     result = run_protocol(pll.load_dataset("iris"), seed=0, methods=METHODS)
     assert fits == {name: 1 for name in METHODS}
     assert Counter(o.option for o in result.outputs) == {"native": 3, "trust": 3, "conformal": 3}

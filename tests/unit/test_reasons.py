@@ -1,4 +1,4 @@
-"""Reason codes of rejections (pll.reasons): hand-built cases where each reason must be found, method by method."""
+"""Reason codes of rejections (pll.reject.reasons): hand-built cases where each reason must be found, method by method."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sklearn.base import clone
 import pll
 from pll.errors import InvalidDataError
 from pll.neighbors import NeighborResult, kneighbors
-from pll.reasons import (
+from pll.reject.reasons import (
     CONFLICT,
     LOW_SCORE,
     NO_SUPPORT,
@@ -24,7 +24,7 @@ from pll.reasons import (
     beyond_support,
     support_radius,
 )
-from pll.trust_score import with_trust
+from pll.reject.trust_score import with_trust
 from tests.oracles import nearest
 
 
@@ -113,7 +113,7 @@ def test_no_radius_without_k_other_rows_and_none_when_turned_off(monkeypatch):
     def no_search(*args, **kwargs):
         raise AssertionError("fit searched neighbors")
 
-    monkeypatch.setattr(pll.methods.base, "kneighbors", no_search)
+    monkeypatch.setattr(pll.methods._base, "kneighbors", no_search)
     off = pll.DstPll(support_quantile=None).fit(X, S)
     assert off.support_radius_ is None
     r = off.predict_with_reject(Q, neighbors=kneighbors(X, Q, 10))
@@ -338,7 +338,7 @@ def test_blocks_do_not_change_reasons(monkeypatch):
     X, S, Qn = noisy_data()
     clf = pll.DstPll().fit(X, S)
     whole = clf.predict_with_reject(Qn)
-    monkeypatch.setattr(pll.methods.base, "BLOCK_BYTES", 8 * (10 + 3 * 4) * 7)  # 7 rows per block
+    monkeypatch.setattr(pll.methods._base, "BLOCK_BYTES", 8 * (10 + 3 * 4) * 7)  # 7 rows per block
     blocked = clf.predict_with_reject(Qn)
     np.testing.assert_array_equal(whole.reason, blocked.reason)
     for name in whole.evidence:

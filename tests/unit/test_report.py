@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from pll.evaluation import compare_methods
-from pll.report import run_report
-from pll.tables import markdown_table, risk_table, significance_table
+from pll.reporting.report import run_report
+from pll.reporting.tables import markdown_table, risk_table, significance_table
 
 # A run's comparison table (pll.experiment.Evaluation.table): a row per method run and reject option.
 TABLE = pd.DataFrame([

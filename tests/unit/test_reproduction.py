@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pll.reproduction import DST_PLL_TABLE_1, ReportOptions, noise_sweep, native_runs, results_page, table_1, table_2, table_2_ordering
+from pll.reporting.reproduction import DST_PLL_TABLE_1, ReportOptions, noise_sweep, native_runs, results_page, table_1, table_2, table_2_ordering
 
 PAPER_TEXT = ReportOptions("paper_text", "eq1", "paired")
 AUTHORS = ReportOptions("authors_code", "authors_script", "unpaired")

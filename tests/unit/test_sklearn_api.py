@@ -1,6 +1,6 @@
 """The methods as a scikit-learn user meets them: input forms, fitted attributes, scores, pipelines, model selection.
 
-And the validation layer they share (:mod:`pll.validation`): bad parameters
+And the validation layer they share (:mod:`pll.utils.validation`): bad parameters
 and bad input are refused at ``fit`` with one typed line.
 """
 
@@ -23,7 +23,7 @@ from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError, 
 from pll.evaluation import make_risk_scorer, partial_label_report, reject_report
 from pll.methods import predict_with_reject
 from pll.neighbors import kneighbors
-from pll.validation import check_bags, check_features, encode_bags
+from pll.utils.validation import check_bags, check_features, encode_bags
 
 METHODS = [pll.PlKnn(n_neighbors=5, random_state=0), pll.DstPll(n_neighbors=5, random_state=0), pll.PlAknn(max_neighbors=5)]
 ESTIMATORS = [*METHODS, pll.TrustScore(), pll.PlAknnPreprocessor()]
@@ -149,7 +149,7 @@ def test_make_method_refuses_bad_values_before_anything_runs():
 
 
 def test_parameters_are_validated_once_by_scikit_learn_machinery(monkeypatch, data):
-    import pll.methods.base as base
+    import pll.methods._base as base
 
     calls = []
     monkeypatch.setattr(base, "check_params", lambda est: calls.append(type(est).__name__))

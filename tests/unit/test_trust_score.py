@@ -200,7 +200,7 @@ def test_bad_input_names_rows():
 
 
 def test_class_sets_of_a_partial_label_method():
-    from pll.trust_score import class_set_rows, partial_label_trust, with_trust
+    from pll.reject.trust_score import class_set_rows, partial_label_trust, with_trust
 
     S = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=bool)
     accepted = np.array([False, True, True, False])
