@@ -5,7 +5,7 @@ plain numpy and :func:`scipy.optimize.nnls`, one row at a time and with dense
 matrices in the paper's orientation: ``W[j, i]`` is the weight of row ``j`` in
 the reconstruction of row ``i``, ``H = W D⁻¹`` with ``d_i = Σ_j W[j, i]``, and
 each step is ``F ← α·Hᵀ F + (1 − α)·P``, rescaled within the bags.  Ties use
-the documented rule of :mod:`pll.methods._ipal`: values within ``TIE_RTOL``
+the documented rule of :mod:`pll.methods._ipal_kernels`: values within ``TIE_RTOL``
 (errors: plus ``TIE_ATOL·‖x‖``) of the best are tied, and the label is drawn
 among them with :func:`pll.utils._random.pick_among` keyed by (seed, stream, row) —
 stream 2 for training rows, 1 for queries.
@@ -24,7 +24,8 @@ from sklearn.model_selection import train_test_split
 import pll
 from pll.utils._random import pick_among
 from pll.errors import InvalidParameterError, PllError
-from pll.methods._ipal import TIE_ATOL, TIE_RTOL, Ipal, class_errors, nnls_weights, propagate
+from pll.methods._ipal import Ipal
+from pll.methods._ipal_kernels import TIE_ATOL, TIE_RTOL, class_errors, nnls_weights, propagate
 from pll.neighbors import NeighborResult
 
 
