@@ -95,10 +95,17 @@ import numpy as np
 import pandas as pd
 
 from .errors import InvalidDataError, InvalidParameterError
-from .evaluation._reject import _as_mask, _as_scores
 from .neighbors import NeighborResult, kneighbors
 from .neighbors.registry import check_backend
-from .utils.validation import _is_sparse, _label_sets, check_features, check_positive_int, encode_bags
+from .utils.validation import (
+    _is_sparse,
+    _label_sets,
+    check_features,
+    check_mask,
+    check_positive_int,
+    check_scores,
+    encode_bags,
+)
 
 WEIGHTS = ("distance", "uniform")
 # Rows per block of the refinement, so that its (rows, k, k, l) arrays stay near 8 MB.
@@ -407,10 +414,10 @@ def _refined_votes(bags, votes, idx, w, base):
 
 def _kept(score, wrong, empty):
     """Scores and truth of the non-empty rows, checked."""
-    score = _as_scores(score, "score")
-    wrong = _as_mask(wrong, "wrong", score.size)
+    score = check_scores(score, "score")
+    wrong = check_mask(wrong, "wrong", score.size)
     if empty is not None:
-        keep = ~_as_mask(empty, "empty", score.size)
+        keep = ~check_mask(empty, "empty", score.size)
         score, wrong = score[keep], wrong[keep]
     if score.size == 0:
         raise InvalidDataError("no non-empty bags to evaluate")

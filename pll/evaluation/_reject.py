@@ -25,69 +25,21 @@ from scipy import stats
 from ..errors import InvalidDataError, InvalidParameterError
 from .metric_names import calibrated_name, risk_name, smaller_is_better
 from ..methods._base import in_candidates, predict_with_reject
-from ..utils.validation import check_bags, check_fraction
+from ..utils.validation import (
+    check_bags,
+    check_fraction,
+    check_labels,
+    check_lambdas,
+    check_mask,
+    check_nonempty,
+    check_scores,
+)
 
 DEFAULT_LAMBDAS = (0.0, 0.05, 0.10, 0.15, 0.20)
 DEFAULT_PERCENTILES = tuple(range(0, 101))
 # Risks of different operating points differ by at least 1/(100 n) for λ with two
 # decimals; anything closer is a tie of the same exact rational value.
 _TIE_TOLERANCE = 1e-12
-
-
-def _check_lambdas(lambdas):
-    try:
-        lams = np.asarray(lambdas, dtype=np.float64).ravel()
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"lambdas must be numbers, got {lambdas!r}") from None
-    if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams < 0):
-        raise InvalidParameterError(f"lambdas must be finite numbers >= 0, got {list(lambdas)!r}")
-    lams = [float(lam) for lam in lams]
-    names = [risk_name(lam) for lam in lams]
-    if len(set(names)) != len(names):
-        raise InvalidParameterError(f"lambdas {list(lambdas)!r} coincide at two decimals")
-    return lams
-
-
-def _as_vector(values, name, n=None):
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise InvalidDataError(f"{name} must be a 1-d array, got shape {arr.shape}")
-    if n is not None and arr.size != n:
-        raise InvalidDataError(f"lengths differ: {name} has {arr.size} rows, expected {n}")
-    return arr
-
-
-def _as_labels(values, name, n=None, n_classes=None):
-    arr = _as_vector(values, name, n)
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if not np.issubdtype(arr.dtype, np.floating) or not np.all(arr == np.round(arr)):
-            raise InvalidDataError(f"{name} must hold integer class indices, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    bad = np.flatnonzero((arr < 0) | ((arr >= n_classes) if n_classes is not None else False))
-    if bad.size:
-        limit = f"[0, {n_classes})" if n_classes is not None else ">= 0"
-        raise InvalidDataError(f"{name}[{bad[0]}] = {arr[bad[0]]} is not a class index {limit}")
-    return arr
-
-
-def _as_mask(values, name, n):
-    arr = _as_vector(values, name, n)
-    if arr.dtype != bool:
-        raise InvalidDataError(f"{name} must be a boolean array, got dtype {arr.dtype}")
-    return arr
-
-
-def _as_scores(values, name, n=None):
-    arr = _as_vector(values, name, n).astype(np.float64)
-    bad = np.flatnonzero(~np.isfinite(arr))
-    if bad.size:
-        raise InvalidDataError(f"{name}[{bad[0]}] = {arr[bad[0]]} is not a finite score")
-    return arr
-
-
-def _nonempty(n, what="rows"):
-    if n == 0:
-        raise InvalidDataError(f"no {what} to evaluate")
 
 
 def correctness(labels, *, y_true=None, bags=None, n_classes=None):
@@ -125,10 +77,10 @@ def correctness(labels, *, y_true=None, bags=None, n_classes=None):
         empty = np.flatnonzero(~bags.any(axis=1))
         if empty.size:
             raise InvalidDataError(f"bags[{empty[0]}] is empty: the partial-label loss needs a candidate bag")
-        labels = _as_labels(labels, "labels", bags.shape[0], bags.shape[1])
+        labels = check_labels(labels, "labels", bags.shape[0], bags.shape[1])
         return bags[np.arange(labels.size), labels]
-    y_true = _as_labels(y_true, "y_true", None, n_classes)
-    labels = _as_labels(labels, "labels", y_true.size, n_classes)
+    y_true = check_labels(y_true, "y_true", None, n_classes)
+    labels = check_labels(labels, "labels", y_true.size, n_classes)
     return labels == y_true
 
 
@@ -175,10 +127,10 @@ def reject_report(y_true, labels, accept, lambdas=DEFAULT_LAMBDAS, *, n_classes=
     >>> r["rejection_rate"], r["nonreject_error"], r["risk_0.10"]
     (0.25, 0.25, 0.275)
     """
-    lams = _check_lambdas(lambdas)
+    lams = check_lambdas(lambdas)
     correct = correctness(labels, y_true=y_true, n_classes=n_classes)
-    _nonempty(correct.size)
-    accept = _as_mask(accept, "accept", correct.size)
+    check_nonempty(correct.size)
+    accept = check_mask(accept, "accept", correct.size)
     report = _report(correct, accept, lams)
     mcc = matthews_correlation(np.asarray(y_true, dtype=np.int64), np.asarray(labels, dtype=np.int64))
     return {"accuracy": report.pop("accuracy"), "mcc": mcc, **report}
@@ -222,10 +174,10 @@ def partial_label_report(bags, labels, accept, lambdas=DEFAULT_LAMBDAS):
     >>> partial_label_report([[1, 1, 0], [0, 0, 1]], [1, 0], [True, True])["accuracy"]
     0.5
     """
-    lams = _check_lambdas(lambdas)
+    lams = check_lambdas(lambdas)
     correct = correctness(labels, bags=bags)
-    _nonempty(correct.size)
-    return _report(correct, _as_mask(accept, "accept", correct.size), lams)
+    check_nonempty(correct.size)
+    return _report(correct, check_mask(accept, "accept", correct.size), lams)
 
 
 class RiskScorer:
@@ -239,14 +191,14 @@ class RiskScorer:
     """
 
     def __init__(self, lam):
-        self.lam = _check_lambdas([lam])[0]
+        self.lam = check_lambdas([lam])[0]
 
     def __call__(self, estimator, X, S, sample_weight=None):
         if sample_weight is not None:
             raise InvalidParameterError("the risk scorer takes no sample weights")
         prediction = predict_with_reject(estimator, X)
         correct = in_candidates(estimator.classes_, prediction.labels, S)
-        _nonempty(correct.size)
+        check_nonempty(correct.size)
         return -_report(correct, prediction.accept, (self.lam,))[risk_name(self.lam)]
 
     def __repr__(self):
@@ -305,9 +257,9 @@ def threshold_sweep(score, correct):
     >>> s["accepted"].tolist(), s["covered_accuracy"].round(3).tolist()
     ([4, 3, 1, 0], [0.5, 0.667, 1.0, 1.0])
     """
-    score = _as_scores(score, "score")
-    correct = _as_mask(correct, "correct", score.size)
-    _nonempty(score.size)
+    score = check_scores(score, "score")
+    correct = check_mask(correct, "correct", score.size)
+    check_nonempty(score.size)
     n = score.size
     values, inverse = np.unique(score, return_inverse=True)
     # Rows accepted at threshold values[j]: those in groups above j.
@@ -375,7 +327,7 @@ def calibrate_thresholds(score, correct, lambdas=DEFAULT_LAMBDAS):
     >>> c["threshold"].tolist(), c["risk"].round(3).tolist()
     ([0.1], [0.033])
     """
-    lams = _check_lambdas(lambdas)
+    lams = check_lambdas(lambdas)
     sweep = threshold_sweep(score, correct)
     err = sweep["nonreject_error"].to_numpy()
     rej = sweep["rejection_rate"].to_numpy()
@@ -404,9 +356,9 @@ def calibrated_metrics(calibration, score, correct):
         ``cal_risk_<λ>`` (``R_λ`` of ``accept = score > threshold``), λ with
         two decimals.
     """
-    score = _as_scores(score, "score")
-    correct = _as_mask(correct, "correct", score.size)
-    _nonempty(score.size)
+    score = check_scores(score, "score")
+    correct = check_mask(correct, "correct", score.size)
+    check_nonempty(score.size)
     out = {}
     for lam, threshold in zip(calibration["lambda"], calibration["threshold"]):
         accept = score > threshold
@@ -442,9 +394,9 @@ def precision_at_percentile(score, correct, percentiles=DEFAULT_PERCENTILES):
     >>> t["precision_trustworthy"].tolist(), t["precision_suspicious"].tolist()
     ([0.75, 1.0], [0.25, 0.5])
     """
-    score = _as_scores(score, "score")
-    correct = _as_mask(correct, "correct", score.size)
-    _nonempty(score.size)
+    score = check_scores(score, "score")
+    correct = check_mask(correct, "correct", score.size)
+    check_nonempty(score.size)
     p = np.asarray(percentiles, dtype=np.float64).ravel()
     if p.size == 0 or np.any(~np.isfinite(p)) or np.any((p < 0) | (p > 100)):
         raise InvalidParameterError(f"percentiles must lie in [0, 100], got {list(percentiles)!r}")

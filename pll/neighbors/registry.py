@@ -1,7 +1,8 @@
 """The kNN backends in one table: each name's index class, the options it takes, approximate or not.
 
 Everything that names a backend reads this table: the command line's choices
-and help, the early check of a run's or a grid's backend (:func:`check_backend`),
+and help, the early check of a run's, a grid's or an estimator's backend
+(:func:`check_backend`; :func:`check_knn_params` in the estimators' parameter check),
 :class:`~pll.neighbors.NeighborIndex`, the nearest row per group and the Dask
 shards.  It imports nothing heavy (a class is named here and imported when a
 search starts), so that ``pll --help`` lists the backends without scikit-learn
@@ -15,6 +16,7 @@ from importlib import import_module
 from numbers import Real
 
 from ..errors import InvalidParameterError
+from ..utils._parameter_checks import add_parameter_check
 from .auto import AUTO_EXACT_MAX_ROWS, AUTO_WIDE_K, choose_backend
 
 COMMON_OPTIONS = ("recall_sample", "random_state", "target_recall")
@@ -157,3 +159,18 @@ def resolve(name, options, n_train, exact_max_rows):
     picked = choose_backend(n_train, options.pop("exact_max_rows", exact_max_rows))
     taken = (*BACKENDS[picked].options, *COMMON_OPTIONS)
     return picked, {option: value for option, value in options.items() if option in taken}
+
+
+def check_knn_params(params):
+    """The backend ``knn`` and its ``knn_options`` of an estimator's ``params``, checked by :func:`check_backend`.
+
+    Added to :func:`pll.utils.validation.check_params` here, so that every
+    estimator with a ``knn`` parameter gets it checked at ``fit`` (and by
+    :func:`pll.methods.make_method`) while the validation layer imports
+    nothing above it: such an estimator searches through this package, so
+    its module has imported this one.
+    """
+    check_backend(params["knn"], params.get("knn_options"))
+
+
+add_parameter_check("knn", check_knn_params)

@@ -41,29 +41,20 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidParameterError, PllError
-from ..evaluation._reject import (
-    DEFAULT_LAMBDAS,
-    _as_labels,
-    _as_scores,
-    _check_lambdas,
-    _nonempty,
-    calibrate_thresholds,
-    calibrated_metrics,
-    threshold_sweep,
-)
+from ..evaluation._reject import DEFAULT_LAMBDAS, calibrate_thresholds, calibrated_metrics, threshold_sweep
 from ..evaluation.metric_names import bound_name, calibrated_name
-from ..utils.validation import check_bags
+from ..utils.validation import check_bags, check_labels, check_lambdas, check_nonempty, check_scores
 
 
 def _check_labels(labels, bags):
     bags = check_bags(bags, what="bags")
-    return _as_labels(labels, "labels", bags.shape[0], bags.shape[1]), bags
+    return check_labels(labels, "labels", bags.shape[0], bags.shape[1]), bags
 
 
 def _check_scored(score, labels, bags):
     labels, bags = _check_labels(labels, bags)
-    _nonempty(labels.size)
-    return _as_scores(score, "score", labels.size), labels, bags
+    check_nonempty(labels.size)
+    return check_scores(score, "score", labels.size), labels, bags
 
 
 def _wrong(labels, bags):
@@ -151,7 +142,7 @@ def risk_bounds(score, labels, bags, lambdas=DEFAULT_LAMBDAS):
     >>> b["risk_lower_0.10"].round(3).tolist(), b["risk_upper_0.10"].round(3).tolist()
     ([0.333, 0.033, 0.067, 0.1], [0.667, 0.367, 0.067, 0.1])
     """
-    lams = _check_lambdas(lambdas)
+    lams = check_lambdas(lambdas)
     score, labels, bags = _check_scored(score, labels, bags)
     lower = threshold_sweep(score, ~_wrong(labels, bags))
     upper = threshold_sweep(score, _right(labels, bags))
@@ -210,7 +201,7 @@ def calibrate_thresholds_from_bags(score, labels, bags, lambdas=DEFAULT_LAMBDAS)
     >>> c[["threshold", "rejects_all"]].values.tolist(), c["risk_upper"].round(3).tolist()
     ([[0.5, False]], [0.067])
     """
-    lams = _check_lambdas(lambdas)
+    lams = check_lambdas(lambdas)
     return _calibrate(*_check_scored(score, labels, bags), lams)
 
 
@@ -252,7 +243,7 @@ def bounds_by_setting(predictions, bags, lambdas=DEFAULT_LAMBDAS):
     >>> t[["setting", "risk_upper", "accuracy_upper"]].round(3).values.tolist()
     [[1.0, 0.067, 0.667], [3.0, 0.033, 1.0]]
     """
-    lams = _check_lambdas(lambdas)
+    lams = check_lambdas(lambdas)
     if not isinstance(predictions, Mapping) or not predictions:
         raise InvalidParameterError("predictions must be a non-empty mapping setting -> (score, labels)")
     tables = []

@@ -27,13 +27,13 @@ from ..utils._random import seed_to_int
 from ..utils.atomic_files import write_atomically
 from ..experiment.catalog import DEFAULT_CONFORMAL_ALPHA
 from ..errors import DataFileError, InvalidDataError, InvalidParameterError
-from ..evaluation._reject import DEFAULT_LAMBDAS, _check_lambdas
+from ..evaluation._reject import DEFAULT_LAMBDAS
 from ..preprocessing import make_features
 from ..methods import make_method, without_support_test
 from ..methods._base import set_labels
 from ..neighbors import use_backend
 from ..reject.reasons import REJECTIONS
-from ..utils.validation import check_fraction
+from ..utils.validation import check_fraction, check_lambdas as _check_lambdas
 
 TABLE_FORMATS = (".csv", ".parquet")
 ROW = "row"

@@ -1,14 +1,17 @@
-"""One validation layer: features, candidate sets, class labels and estimator parameters.
+"""One validation layer: features, candidate sets, class labels, evaluated arrays and estimator parameters.
 
 Every check raises a :mod:`pll.errors` type with one line that names what is
 wrong and the first row where it is wrong, so that the data set type, the
-noise models, the neighbor search and the estimators all refuse bad input in
-the same words.  Estimators validate their parameters at ``fit`` against the
-``_parameter_constraints`` they declare (scikit-learn's machinery, re-raised
-as :class:`~pll.errors.InvalidParameterError`).
+noise models, the neighbor search, the estimators and the evaluation all
+refuse bad input in the same words.  Estimators validate their parameters at
+``fit`` against the ``_parameter_constraints`` they declare (scikit-learn's
+machinery, re-raised as :class:`~pll.errors.InvalidParameterError`).
 
 Only numpy is imported here: the data set type and the command line use these
-checks without paying for scikit-learn.
+checks without paying for scikit-learn.  Like all of :mod:`pll.utils`, this
+module imports nothing of the library above it but :mod:`pll.errors`; a check
+that needs a higher layer (the kNN backends) is added to :func:`check_params`
+by that layer (:func:`add_parameter_check`, from :mod:`pll.utils._parameter_checks`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Set
 import numpy as np
 
 from ..errors import InvalidDataError, InvalidParameterError, NonNumericDataError
+from ._parameter_checks import PARAMETER_CHECKS, add_parameter_check  # noqa: F401  (re-exported)
 
 
 def at_row(row) -> str:
@@ -124,6 +128,76 @@ def check_class_indices(y, n_classes, *, what="true labels", source=None, where=
     return y
 
 
+# --- Evaluated arrays: predicted labels, reject decisions, scores, rejection costs -------------
+
+
+def check_lambdas(lambdas):
+    """Costs of a rejection λ as a list of floats: finite, >= 0, at least one, distinct at two decimals.
+
+    Two decimals is the precision that metric names carry (``risk_0.10``,
+    :func:`pll.evaluation.metric_names.risk_name`): two λ that coincide there
+    would be one metric.
+    """
+    try:
+        lams = np.asarray(lambdas, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"lambdas must be numbers, got {lambdas!r}") from None
+    if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams < 0):
+        raise InvalidParameterError(f"lambdas must be finite numbers >= 0, got {list(lambdas)!r}")
+    lams = [float(lam) for lam in lams]
+    spelled = [f"{lam:.2f}" for lam in lams]
+    if len(set(spelled)) != len(spelled):
+        raise InvalidParameterError(f"lambdas {list(lambdas)!r} coincide at two decimals")
+    return lams
+
+
+def check_vector(values, name, n=None):
+    """``values`` as a 1-d array (dtype kept), of ``n`` rows when ``n`` is given; ``name`` starts the message."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise InvalidDataError(f"{name} must be a 1-d array, got shape {arr.shape}")
+    if n is not None and arr.size != n:
+        raise InvalidDataError(f"lengths differ: {name} has {arr.size} rows, expected {n}")
+    return arr
+
+
+def check_labels(values, name, n=None, n_classes=None):
+    """Class indices (integers, or floats that are whole) as an int64 vector: >= 0, below ``n_classes`` when given."""
+    arr = check_vector(values, name, n)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if not np.issubdtype(arr.dtype, np.floating) or not np.all(arr == np.round(arr)):
+            raise InvalidDataError(f"{name} must hold integer class indices, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    bad = np.flatnonzero((arr < 0) | ((arr >= n_classes) if n_classes is not None else False))
+    if bad.size:
+        limit = f"[0, {n_classes})" if n_classes is not None else ">= 0"
+        raise InvalidDataError(f"{name}[{bad[0]}] = {arr[bad[0]]} is not a class index {limit}")
+    return arr
+
+
+def check_mask(values, name, n):
+    """A bool vector of ``n`` rows (a reject decision, a correctness flag); other dtypes are refused, not cast."""
+    arr = check_vector(values, name, n)
+    if arr.dtype != bool:
+        raise InvalidDataError(f"{name} must be a boolean array, got dtype {arr.dtype}")
+    return arr
+
+
+def check_scores(values, name, n=None):
+    """Finite scores as a float64 vector; an error names the first score that is NaN or infinite."""
+    arr = check_vector(values, name, n).astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        raise InvalidDataError(f"{name}[{bad[0]}] = {arr[bad[0]]} is not a finite score")
+    return arr
+
+
+def check_nonempty(n, what="rows"):
+    """Raise :class:`InvalidDataError` ("no rows to evaluate") when ``n`` is 0."""
+    if n == 0:
+        raise InvalidDataError(f"no {what} to evaluate")
+
+
 # --- Candidate sets in the forms an estimator's fit takes ----------------------------------------
 
 
@@ -143,7 +217,7 @@ def _sorted_classes(labels, what):
         raise InvalidDataError(f"{what}: labels must be comparable with each other to be sorted") from None
 
 
-def _check_labels(y, what):
+def _check_discrete_labels(y, what):
     """1-d labels: numbers must be finite and discrete (scikit-learn's "Unknown label type" otherwise)."""
     if y.dtype.kind == "f":
         bad = ~np.isfinite(y)
@@ -205,7 +279,7 @@ def encode_bags(S, n_rows, classes=None, *, what="candidate sets", unknown="erro
             raise InvalidDataError(
                 f"{what} must be a 2-d matrix, a sequence of label sets or 1-d labels, got shape {S.shape}"
             )
-        _check_labels(S, what)
+        _check_discrete_labels(S, what)
         sets = [(label,) for label in S.tolist()]
     if len(sets) != n_rows:
         raise InvalidDataError(f"{n_rows} feature rows but {len(sets)} {what} (row counts differ)")
@@ -288,9 +362,10 @@ def check_params(estimator):
 
     scikit-learn's constraints, re-raised as :class:`InvalidParameterError`;
     a bool passed for a number is refused too (``True`` is an ``int`` to
-    Python, never a neighbor count); an estimator with ``knn`` and
+    Python, never a neighbor count); then the checks added with
+    :func:`add_parameter_check`: an estimator with ``knn`` and
     ``knn_options`` gets its backend and options checked as the command line
-    checks them.
+    checks them (:func:`pll.neighbors.registry.check_knn_params`).
     """
     from sklearn.utils._param_validation import InvalidParameterError as SklearnInvalidParameterError
 
@@ -306,13 +381,12 @@ def check_params(estimator):
             raise InvalidParameterError(
                 f"The {param!r} parameter of {name} must not be a bool. Got {value!r} instead."
             )
-    if "knn" in params:
-        from ..neighbors.registry import check_backend
-
-        try:
-            check_backend(params["knn"], params.get("knn_options"))
-        except InvalidParameterError as exc:
-            raise InvalidParameterError(f"{name}: {exc}") from None
+    for parameter, check in list(PARAMETER_CHECKS.items()):
+        if parameter in params:
+            try:
+                check(params)
+            except InvalidParameterError as exc:
+                raise InvalidParameterError(f"{name}: {exc}") from None
 
 
 def check_X(estimator, X, *, reset, allow_empty=False):
