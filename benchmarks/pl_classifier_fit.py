@@ -30,7 +30,8 @@ from pathlib import Path
 from pll.data import load_dataset, split_indices
 from pll.data.synthetic import make_partial_label_table
 from pll.preprocessing import make_features
-from pll.methods._pl_classifier import ESTIMATORS, PlClassifier
+from pll.methods._inner import ESTIMATORS
+from pll.methods._pl_classifier import PlClassifier
 
 BIRD_SONG = Path(__file__).resolve().parents[2] / "shared" / "data" / "realworld" / "bird-song.mat"
 ROUNDS = 2

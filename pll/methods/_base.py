@@ -297,7 +297,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
                 "classes_": np.arange(state["S_train_"].shape[1]),
                 "n_features_in_": state["X_train_"].shape[1],
             }
-        state = {**_missing_defaults(type(self), state), **state}
+        state = {**missing_defaults(type(self), state), **state}
         if "S_train_" in state and "support_radius_" not in state:
             state["support_radius_"] = None
         super().__setstate__(state)
@@ -441,7 +441,7 @@ def _fill(out, value, rows):
         out[rows] = value
 
 
-def _missing_defaults(cls, state):
+def missing_defaults(cls, state):
     """The constructor defaults of the parameters ``state`` lacks (a model pickled before they existed)."""
     params = inspect.signature(cls.__init__).parameters.values()
     return {p.name: p.default for p in params if p.default is not p.empty and p.name not in state}

@@ -13,18 +13,18 @@ from ..errors import PllError
 from ..neighbors import kneighbors
 from ..utils.progress import blocks, track
 from ..utils.validation import check_params, check_X, encode_bags
-from ._perceptron import Adam, Perceptron, one_cycle
-from ._pl_classifier import (
+from ._bag_weights import (
     INIT_NEIGHBORS,
     INITIALISATIONS,
     BagWeightClassifier,
-    _class_balance,
-    _prior_corrected,
-    _restricted,
     check_init_rows,
+    class_balance_factors,
     initial_weights,
+    prior_corrected,
+    restricted,
     standardization,
 )
+from ._perceptron import Adam, Perceptron, one_cycle
 
 SCALINGS = ("minmax", "standard", "cube_root")
 LARGE_DATA_ROWS = 5000
@@ -432,7 +432,7 @@ class Proden(BagWeightClassifier):
                 order, before = rng.permutation(n), W.copy()
                 edges = np.linspace(0, n, n_steps + 1).astype(np.int64)
                 # Each class's factor for the epoch: every class the same total weight (1 without class_balance).
-                factor = _class_balance(classes, W.sum(axis=0), l)[0] if self.class_balance else np.ones(l)
+                factor = class_balance_factors(classes, W.sum(axis=0), l)[0] if self.class_balance else np.ones(l)
                 factor = factor.astype(np.float32)
                 scores = self._calibration_scores(net, Z, bags) if epoch >= CLEANING_START else None
             last = part.stop - epoch * n
@@ -460,7 +460,7 @@ class Proden(BagWeightClassifier):
         P = P.astype(np.float64)
         if nb is not None:
             P = (1 - beta) * P + beta * W[nb[rows]].mean(axis=1)
-        W[rows] = _restricted(P, allowed)
+        W[rows] = restricted(P, allowed)
 
     def _proba(self, X):
         """The networks' mean probabilities for checked ``X``, block by block, rows summing to 1 in float64.
@@ -474,7 +474,7 @@ class Proden(BagWeightClassifier):
             for net in self.networks_:
                 P[b, self._inner_classes] += net.forward(Z)[:, self._inner_classes]
         P /= P.sum(axis=1, keepdims=True)
-        return _prior_corrected(P, self.class_prior_)
+        return prior_corrected(P, self.class_prior_)
 
     def fit_summary(self):
         """How the training ended, for a run's log: epochs, networks, the mean weight change of the last epoch."""

@@ -15,7 +15,8 @@ from sklearn.svm import SVC
 
 import pll
 from pll.errors import InvalidParameterError, NotFittedError
-from pll.methods._pl_classifier import ESTIMATORS, PlClassifier, _fit_inner, _warm_startable
+from pll.methods._inner import ESTIMATORS, fit_inner, warm_startable
+from pll.methods._pl_classifier import PlClassifier
 
 
 def blobs(n=120, n_classes=3, seed=0):
@@ -436,15 +437,15 @@ def test_estimator_by_name(name, cls):
 
 
 def test_warm_starts_only_where_they_refit_from_the_previous_solution():
-    assert _warm_startable(LogisticRegression()) and _warm_startable(SGDClassifier())
+    assert warm_startable(LogisticRegression()) and warm_startable(SGDClassifier())
     # ensembles have warm_start too, but there it adds members to the old ones
-    assert not _warm_startable(RandomForestClassifier()) and not _warm_startable(HistGradientBoostingClassifier())
+    assert not warm_startable(RandomForestClassifier()) and not warm_startable(HistGradientBoostingClassifier())
     X, y = blobs(90)
-    previous, _ = _fit_inner(LogisticRegression(warm_start=True, max_iter=1000), X, y, np.ones(len(y)))
-    again, classes = _fit_inner(LogisticRegression(warm_start=True), X, y, np.ones(len(y)), previous=previous)
+    previous, _ = fit_inner(LogisticRegression(warm_start=True, max_iter=1000), X, y, np.ones(len(y)))
+    again, classes = fit_inner(LogisticRegression(warm_start=True), X, y, np.ones(len(y)), previous=previous)
     assert again is previous and list(classes) == [0, 1, 2]
     # a previous model over other labels is not continued
-    fresh, _ = _fit_inner(LogisticRegression(warm_start=True), X[y < 2], y[y < 2], np.ones((y < 2).sum()), previous=previous)
+    fresh, _ = fit_inner(LogisticRegression(warm_start=True), X[y < 2], y[y < 2], np.ones((y < 2).sum()), previous=previous)
     assert fresh is not previous
 
 
@@ -460,7 +461,7 @@ def test_warm_started_logistic_regression_reaches_the_cold_weights():
 
 
 def test_named_boosting_regularises_its_leaves():
-    """Unregularised leaves (-G/H) explode where the weights have left a class (pll/methods/_pl_classifier.py)."""
+    """Unregularised leaves (-G/H) explode where the weights have left a class (pll/methods/_inner.py)."""
     assert ESTIMATORS["hist_gradient_boosting"](0).l2_regularization == 1.0
 
 
