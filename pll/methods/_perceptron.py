@@ -17,10 +17,19 @@ import math
 
 import numpy as np
 
+from ..utils._mlp import (
+    BN_EPS,
+    BN_MOMENTUM,
+    dense,
+    dense_backward,
+    init_linear,
+    relu,
+    relu_backward,
+    scale_shift_backward,
+    softmax,
+)
+
 DTYPE = np.float32
-BN_EPS = 1e-5
-BN_MOMENTUM = 0.1
-"""Share of each batch's statistics in the running ones a fitted network predicts with."""
 
 
 class Perceptron:
@@ -37,9 +46,7 @@ class Perceptron:
         self.params = np.empty(sum(math.prod(s) for s in self._shapes()), DTYPE)
         self._bind()
         for W, b in zip(self._linear[::2], self._linear[1::2]):
-            bound = 1 / math.sqrt(W.shape[0])
-            W[:] = rng.uniform(-bound, bound, W.shape)
-            b[:] = rng.uniform(-bound, bound, b.shape)
+            W[:], b[:] = init_linear(rng, *W.shape)
         for scale, shift in zip(self._norm[::2], self._norm[1::2]):
             scale[:], shift[:] = 1, 0
         self.running_mean = [np.zeros(h, DTYPE) for h in hidden]
@@ -78,8 +85,8 @@ class Perceptron:
         cache, h = [], X
         weights, biases = self._linear[::2], self._linear[1::2]
         for i, (scale, shift) in enumerate(zip(self._norm[::2], self._norm[1::2])):
-            z = h @ weights[i] + biases[i]
-            a = np.maximum(z, 0)
+            z = dense(h, weights[i], biases[i])
+            a = relu(z)
             if train:
                 mean, var = a.mean(axis=0), a.var(axis=0)
                 m = a.shape[0]
@@ -90,12 +97,9 @@ class Perceptron:
                 mean, var = self.running_mean[i], self.running_var[i]
             inv = 1 / np.sqrt(var + BN_EPS)
             normed = (a - mean) * inv
-            cache.append((h, z > 0, normed, inv))
+            cache.append((h, z, normed, inv))
             h = normed * scale + shift
-        logits = h @ weights[-1] + biases[-1]
-        logits -= logits.max(axis=1, keepdims=True)
-        P = np.exp(logits)
-        P /= P.sum(axis=1, keepdims=True)
+        P = softmax(dense(h, weights[-1], biases[-1]))
         self._cache = (cache, h) if train else None
         return P
 
@@ -105,22 +109,15 @@ class Perceptron:
         weights = self._linear[::2]
         gW, gb = self._grad_linear[::2], self._grad_linear[1::2]
         g_scale, g_shift = self._grad_norm[::2], self._grad_norm[1::2]
-        np.matmul(h.T, grad_logits, out=gW[-1])
-        gb[-1][:] = grad_logits.sum(axis=0)
-        dh = grad_logits @ weights[-1].T
+        dh = dense_backward(h, grad_logits, weights[-1], out=(gW[-1], gb[-1]))[2]
         for i in range(len(cache) - 1, -1, -1):
-            h_in, active, normed, inv = cache[i]
-            g_scale[i][:] = (dh * normed).sum(axis=0)
-            g_shift[i][:] = dh.sum(axis=0)
+            h_in, z, normed, inv = cache[i]
+            g_scale[i][:], g_shift[i][:] = scale_shift_backward(dh, normed)
             d_normed = dh * self._norm[2 * i]
             m = dh.shape[0]
             # through the batch statistics: d_a = inv/m (m d_n − Σ d_n − n Σ d_n·n)
             da = (inv / m) * (m * d_normed - d_normed.sum(axis=0) - normed * (d_normed * normed).sum(axis=0))
-            dz = da * active
-            np.matmul(h_in.T, dz, out=gW[i])
-            gb[i][:] = dz.sum(axis=0)
-            if i:
-                dh = dz @ weights[i].T
+            dh = dense_backward(h_in, relu_backward(da, z), weights[i], out=(gW[i], gb[i]), input_grad=i > 0)[2]
         self._cache = None
 
 

@@ -23,15 +23,18 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..utils._mlp import (
+    BN_EPS,
+    BN_MOMENTUM,
+    dense,
+    dense_backward,
+    init_linear,
+    relu,
+    relu_backward,
+    scale_shift_backward,
+    softmax,
+)
 from ..utils._random import seed_to_int
-
-_EPS = 1e-5  # BatchNorm1d's eps
-_MOMENTUM = 0.1  # BatchNorm1d's momentum
-
-
-def _softmax(z):
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def _loss_and_gradients(coefs, intercepts, gammas, betas, X, T):
@@ -52,32 +55,32 @@ def _loss_and_gradients(coefs, intercepts, gammas, betas, X, T):
     n = X.shape[0]
     h, cache, means, variances = X, [], [], []
     for W, b, g, be in zip(coefs[:-1], intercepts[:-1], gammas, betas):
-        z = h @ W + b
-        a = np.maximum(z, 0.0)
+        z = dense(h, W, b)
+        a = relu(z)
         mu, var = a.mean(axis=0), a.var(axis=0)
-        std = np.sqrt(var + _EPS)
+        std = np.sqrt(var + BN_EPS)
         xhat = (a - mu) / std
         cache.append((h, z, xhat, std))
         means.append(mu)
         variances.append(var * n / (n - 1))
         h = g * xhat + be
-    P = _softmax(h @ coefs[-1] + intercepts[-1])
+    P = softmax(dense(h, coefs[-1], intercepts[-1]))
     loss = float(((T - P) ** 2).sum(axis=1).mean())
 
     dP = 2.0 * (P - T) / n
     dz = P * (dP - (dP * P).sum(axis=1, keepdims=True))  # through the softmax
-    gW, gb, gg, gbe = [h.T @ dz], [dz.sum(axis=0)], [], []
-    dh = dz @ coefs[-1].T
+    dW, db, dh = dense_backward(h, dz, coefs[-1])
+    gW, gb, gg, gbe = [dW], [db], [], []
     for i in range(len(cache) - 1, -1, -1):
         h, z, xhat, std = cache[i]
-        gg.append((dh * xhat).sum(axis=0))
-        gbe.append(dh.sum(axis=0))
+        dg, dbe = scale_shift_backward(dh, xhat)
+        gg.append(dg)
+        gbe.append(dbe)
         dx = dh * gammas[i]
         da = (dx - dx.mean(axis=0) - xhat * (dx * xhat).mean(axis=0)) / std
-        dz = da * (z > 0)
-        gW.append(h.T @ dz)
-        gb.append(dz.sum(axis=0))
-        dh = dz @ coefs[i].T
+        dW, db, dh = dense_backward(h, relu_backward(da, z), coefs[i], input_grad=i > 0)
+        gW.append(dW)
+        gb.append(db)
     grads = tuple(lst[::-1] for lst in (gW, gb, gg, gbe))
     return loss, grads, (means, variances)
 
@@ -147,9 +150,9 @@ class SquaredLossMLP(ClassifierMixin, BaseEstimator):
         sizes = [X.shape[1], *widths, self.classes_.size]
         self.coefs_, self.intercepts_ = [], []
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-            bound = 1.0 / np.sqrt(fan_in)
-            self.coefs_.append(rng.uniform(-bound, bound, size=(fan_in, fan_out)))
-            self.intercepts_.append(rng.uniform(-bound, bound, size=fan_out))
+            W, b = init_linear(rng, fan_in, fan_out)
+            self.coefs_.append(W)
+            self.intercepts_.append(b)
         self.bn_weights_ = [np.ones(w) for w in widths]
         self.bn_biases_ = [np.zeros(w) for w in widths]
         self.running_means_ = [np.zeros(w) for w in widths]
@@ -167,8 +170,8 @@ class SquaredLossMLP(ClassifierMixin, BaseEstimator):
                     for p, g in zip(arrays, gradients):
                         p -= self.learning_rate * g
                 for i, (mu, var) in enumerate(zip(means, variances)):
-                    self.running_means_[i] = (1 - _MOMENTUM) * self.running_means_[i] + _MOMENTUM * mu
-                    self.running_vars_[i] = (1 - _MOMENTUM) * self.running_vars_[i] + _MOMENTUM * var
+                    self.running_means_[i] = (1 - BN_MOMENTUM) * self.running_means_[i] + BN_MOMENTUM * mu
+                    self.running_vars_[i] = (1 - BN_MOMENTUM) * self.running_vars_[i] + BN_MOMENTUM * var
         return self
 
     def predict_proba(self, X):
@@ -177,8 +180,8 @@ class SquaredLossMLP(ClassifierMixin, BaseEstimator):
         h = validate_data(self, X, dtype=np.float64, reset=False)
         bn = zip(self.bn_weights_, self.bn_biases_, self.running_means_, self.running_vars_)
         for W, b, (g, be, mu, var) in zip(self.coefs_, self.intercepts_, bn):
-            h = g * (np.maximum(h @ W + b, 0.0) - mu) / np.sqrt(var + _EPS) + be
-        return _softmax(h @ self.coefs_[-1] + self.intercepts_[-1])
+            h = g * (relu(dense(h, W, b)) - mu) / np.sqrt(var + BN_EPS) + be
+        return softmax(dense(h, self.coefs_[-1], self.intercepts_[-1]))
 
     def predict(self, X):
         """The most probable class of each row (a label of ``classes_``)."""
