@@ -188,7 +188,7 @@ class Ipal(NeighborMethod):
     >>> from pll.methods._ipal import Ipal
     >>> X = np.array([[0.0, 1.0], [0.1, 1.0], [0.2, 1.0], [1.0, 0.0], [1.0, 0.1], [1.0, 0.2]])
     >>> S = np.array([[1, 1], [1, 0], [1, 0], [1, 1], [0, 1], [0, 1]], dtype=bool)
-    >>> clf = Ipal(n_neighbors=2).fit(X, S)
+    >>> clf = Ipal(n_neighbors=2, random_state=0).fit(X, S)
     >>> clf.disambiguated_
     array([0, 0, 0, 1, 1, 1])
     >>> clf.confidences_[[0, 3]].round(3)
