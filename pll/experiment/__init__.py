@@ -4,12 +4,13 @@
 writes; :func:`run_protocol` runs them in order (:func:`run_stages`), and the
 pipeline flow submits the same declaration as Prefect tasks.  What the
 stages compute: :func:`make_split` (train, test, validation rows),
-:func:`calibration_split` (the hold-out split every calibration uses) and
+:func:`calibration_split` (the hold-out split every calibration uses;
+:func:`holdout_split`, the same for a model fitted on every row) and
 :func:`find_neighbors` (one :class:`NeighborSet` per feature pipeline),
 :func:`run_method`, :func:`trust_option` and :func:`conformal_option` (a
 :class:`MethodOutput` per method and reject option), :func:`evaluate` (an
-:class:`Evaluation`) and :func:`prediction_frames`.  :func:`check_run` refuses a run's parameters
-before anything starts.  Names are imported on first use.
+:class:`Evaluation`; a :class:`Judge` judges the rows) and :func:`prediction_frames`.
+:func:`check_run` refuses a run's parameters before anything starts.  Names are imported on first use.
 """
 
 from ..utils._lazy import lazy_attributes
@@ -19,6 +20,7 @@ _PUBLIC = {
     "DEFAULT_METHOD_FEATURES": "._plan",
     "Evaluation": "._evaluate",
     "FeatureGroup": "._plan",
+    "Judge": "._judge",
     "MethodOutput": "._method_stage",
     "MethodRun": "._plan",
     "NeighborSet": "._neighbor_stage",
@@ -29,21 +31,22 @@ _PUBLIC = {
     "run_stages": "._stages",
     "PARTIAL_LABEL_LOSS": "._evaluate",
     "RunPlan": "._plan",
-    "RunResult": "._protocol",
-    "SplitRows": "._split",
+    "RunResult": "._result",
+    "SplitRows": "._holdout",
     "TRUE_LABELS": "._evaluate",
     "check_protocol": "._checks",
     "check_data": "._checks",
     "check_data_content": "._checks",
     "check_feature_pipeline": "._checks",
-    "CalibrationSplit": "._calibration",
-    "calibration_split": "._calibration",
+    "CalibrationSplit": "._holdout",
+    "calibration_split": "._holdout",
+    "holdout_split": "._holdout",
     "check_run": "._checks",
     "dataset_label": "._plan",
     "conformal_option": "._conformal_stage",
     "evaluate": "._evaluate",
     "find_neighbors": "._neighbor_stage",
-    "make_split": "._split",
+    "make_split": "._holdout",
     "method_run_name": "._plan",
     "method_settings": "._plan",
     "metric_prefix": "._neighbor_stage",

@@ -3,7 +3,7 @@
 Every guarantee of :mod:`pll.reject.conformal` needs a function that scores the
 calibration (validation) rows and the test rows without having seen
 either: it must treat them alike.  So this stage scores both in the
-hold-out split (:mod:`pll.experiment._calibration`), whose features and
+hold-out split (:func:`~pll.experiment.calibration_split`), whose features and
 method were fitted on the fitting rows alone, never in the run's features.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import catalog
 from ..reject.conformal import ConformalSets, bag_hit_rate
-from ._calibration import CalibrationSplit
+from ._holdout import CalibrationSplit
 from ._method_stage import MethodOutput
 
 DEFAULT_ALPHA = catalog.DEFAULT_CONFORMAL_ALPHA

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from ..reject.bag_bounds import calibrate_thresholds_from_bags
-from ..reject.conformal import set_report
 from ..errors import InvalidDataError
 from ..evaluation.metric_names import option_metric
+from ._judge import Judge
 from .presets import SCRIPT_RULES, script_operating_point, script_score
 from ..reject.reasons import reason_report
 from ..evaluation._reject import (
@@ -18,10 +16,7 @@ from ..evaluation._reject import (
     aurc,
     calibrate_thresholds,
     calibrated_metrics,
-    correctness,
-    partial_label_report,
     precision_at_percentile,
-    reject_report,
     threshold_sweep,
 )
 
@@ -131,37 +126,6 @@ def run_metrics(option_metrics: dict) -> dict:
     return out
 
 
-class _Judge:
-    """Judges predictions of data set rows: against true labels, else by the partial-label loss."""
-
-    def __init__(self, ds, idx, part):
-        self.ds, self.idx = ds, np.asarray(idx)
-        # Without true labels only rows with a non-empty bag can be judged.
-        self.keep = np.ones(self.idx.size, bool) if ds.y is not None else ds.S[self.idx].any(axis=1)
-        if not self.keep.any():
-            raise InvalidDataError(f"{ds.name}: no {part} row has a candidate bag to evaluate against")
-
-    def correct(self, pred):
-        labels = pred.labels[self.keep]
-        if self.ds.y is not None:
-            return correctness(labels, y_true=self.ds.y[self.idx], n_classes=self.ds.n_classes)
-        return correctness(labels, bags=self.ds.S[self.idx[self.keep]])
-
-    def bag_calibration(self, pred, lambdas):
-        """Thresholds chosen from the bags alone: each λ's minimises the upper bound of ``R_λ`` (:mod:`pll.reject.bag_bounds`)."""
-        return calibrate_thresholds_from_bags(pred.score, pred.labels, self.ds.S[self.idx], lambdas)
-
-    def sets(self, pred):
-        """What the prediction sets cost and cover (:func:`pll.reject.conformal.set_report`); coverage needs true labels."""
-        return set_report(pred.sets[self.keep], None if self.ds.y is None else self.ds.y[self.idx])
-
-    def report(self, pred, lambdas):
-        if self.ds.y is not None:
-            return reject_report(self.ds.y[self.idx], pred.labels, pred.accept, lambdas, n_classes=self.ds.n_classes)
-        bags = self.ds.S[self.idx[self.keep]]
-        return partial_label_report(bags, pred.labels[self.keep], pred.accept[self.keep], lambdas)
-
-
 def bag_calibrated_metrics(calibration, score, correct):
     """The thresholds chosen from bags (:func:`pll.reject.bag_bounds.calibrate_thresholds_from_bags`) applied to test rows.
 
@@ -200,8 +164,8 @@ def evaluate(outputs, ds, rows, lambdas=DEFAULT_LAMBDAS) -> Evaluation:
     the DST-PLL authors' plotting script (``script_*``,
     :func:`pll.experiment.presets.script_operating_point`).
     """
-    test = _Judge(ds, rows.test, "test")
-    val = _Judge(ds, rows.train[rows.val], "validation")
+    test = Judge(ds, rows.test, "test")
+    val = Judge(ds, rows.train[rows.val], "validation")
     options, seen = [], set()
     for out in outputs:
         if (out.name, out.option) in seen:

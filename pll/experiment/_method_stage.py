@@ -14,7 +14,7 @@ class MethodOutput:
 
     ``name``: the method run's (:class:`~pll.experiment.MethodRun`); ``test``: the test rows; ``train``: the disambiguated training rows;
     ``val``: the validation hold-out, predicted by the same method fitted on
-    the fitting rows (for calibrating thresholds; :mod:`pll.experiment._calibration`).  ``option`` names
+    the fitting rows (for calibrating thresholds; :func:`~pll.experiment.calibration_split`).  ``option`` names
     the reject option whose ``accept`` and ``score`` the test and validation
     predictions carry: ``native`` for the method's own; ``train`` carries
     the native option's (None for ``conformal``, which disambiguates nothing).
@@ -44,7 +44,7 @@ def run_method(run, split, neighbors, seed: int, validation) -> MethodOutput:
     ``validation``: the validation rows as the hold-out model predicts them
     (:meth:`~pll.experiment.CalibrationSplit.predict_validation`; the model
     is fitted on the fitting rows in features fitted on them,
-    :mod:`pll.experiment._calibration`).
+    :func:`~pll.experiment.calibration_split`).
     """
     clf = make_method(run.method, run.params, random_state=seed)
     clf.fit(split.X_train, split.train.S, neighbors=query_set(neighbors, "train"))

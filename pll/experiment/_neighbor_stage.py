@@ -13,7 +13,7 @@ from ..neighbors import NeighborIndex, NeighborResult
 class NeighborSet:
     """Neighbors of one split: training rows' own, test rows', and validation rows' among the fitting rows.
 
-    ``val`` is the hold-out split's (:mod:`pll.experiment._calibration`), in its features.
+    ``val`` is the hold-out split's (:func:`~pll.experiment.calibration_split`), in its features.
     """
 
     train: NeighborResult

@@ -2,50 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import catalog
 from ..evaluation._reject import DEFAULT_LAMBDAS
 from ..neighbors.registry import DEFAULT_BACKEND
 from ._checks import check_protocol
 from ._conformal_stage import DEFAULT_ALPHA
-from ._evaluate import Evaluation
-from ._neighbor_stage import neighbor_metrics
 from ._plan import DEFAULT_METHODS, plan_run
-from ._predictions import prediction_frames
-from ._split import SplitRows
+from ._result import RunResult
 from ._stages import declare_protocol, run_stages
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What one run computed.
-
-    ``data``: the data set with the noise model's bags; ``rows``: its split;
-    ``neighbors``: feature pipeline -> :class:`~pll.experiment.NeighborSet`;
-    ``outputs``: the :class:`~pll.experiment.MethodOutput` of every method
-    run and reject option; ``evaluation``: their :class:`~pll.experiment.Evaluation`.
-    """
-
-    data: object
-    rows: SplitRows
-    neighbors: dict
-    outputs: tuple
-    evaluation: Evaluation
-
-    @property
-    def metrics(self) -> dict:
-        """Method run name -> the metrics its MLflow run logs, by the names it logs them under."""
-        return self.evaluation.metrics
-
-    @property
-    def neighbor_metrics(self) -> dict:
-        """The neighbor searches' metrics, which the pipeline run (the method runs' parent) logs."""
-        return {k: v for features, nb in self.neighbors.items() for k, v in neighbor_metrics(features, nb).items()}
-
-    def prediction_frames(self) -> dict:
-        """The predictions tables a pipeline run logs (:func:`~pll.experiment.prediction_frames`)."""
-        return prediction_frames(self.outputs, self.data, self.rows)
 
 
 def run_protocol(

@@ -29,12 +29,12 @@ from ..evaluation._reject import DEFAULT_LAMBDAS
 from ..preprocessing import featurize, shares_fit_neighbors
 from ..neighbors.registry import DEFAULT_BACKEND
 from ..noise._models import apply_noise
-from ._calibration import calibration_split
 from ._conformal_stage import DEFAULT_ALPHA, conformal_option
 from ._evaluate import evaluate
+from ._holdout import calibration_split, make_split
 from ._method_stage import run_method
 from ._neighbor_stage import find_neighbors
-from ._split import make_split
+from ._result import RunResult
 from ._trust_stage import trust_option
 
 OPTIONS = ("native", "trust", "conformal")
@@ -116,7 +116,7 @@ def declare_protocol(plan, *, seed: int = 0, noise: str = catalog.DEFAULT_NOISE,
     """The :class:`Protocol` of a run of ``plan`` (:func:`~pll.experiment.plan_run`) with these options.
 
     Noise and split, then per feature pipeline: the features fitted on the
-    training rows, the hold-out split (:mod:`pll.experiment._calibration`;
+    training rows, the hold-out split (:func:`~pll.experiment.calibration_split`;
     its feature fit reads the full split's search when the pipeline searches
     neighbors in a projection fitted on nothing), the neighbors; per method
     run: the hold-out model, the method with its own reject option, the
@@ -208,8 +208,6 @@ def _conformal(calibration, holdout, *, run, alpha):
 
 
 def _result(ds, rows, *values, features, lambdas):
-    from ._protocol import RunResult
-
     neighbors, outputs = dict(zip(features, values[: len(features)])), values[len(features):]
     return RunResult(ds, rows, neighbors, tuple(outputs), evaluate(outputs, ds, rows, lambdas))
 

@@ -26,7 +26,7 @@ def trust_option(
     Test rows are scored against class sets built from the method's
     disambiguation of all training rows.  Validation rows, like the hold-out
     model that predicted them, only see the fitting rows ``rows.fit``, in the
-    hold-out split ``calibration`` (:mod:`pll.experiment._calibration`) —
+    hold-out split ``calibration`` (:func:`~pll.experiment.calibration_split`) —
     with the labels of the full model's disambiguation, the only one the
     method output holds.  The method's ``neighbors`` (same features, same
     training rows) settle the rows whose lists hold both classes; the others

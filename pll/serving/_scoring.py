@@ -23,13 +23,14 @@ import pandas as pd
 
 from ..data import tabular
 from ..data.tabular import CANDIDATES
-from ..utils._random import seed_to_int
 from ..utils.atomic_files import write_atomically
 from ..experiment.catalog import DEFAULT_CONFORMAL_ALPHA
 from ..errors import DataFileError, InvalidDataError, InvalidParameterError
+from ..evaluation import calibrate_thresholds
+from ..experiment import CalibrationSplit, Judge, MethodRun, holdout_split
 from ..evaluation._reject import DEFAULT_LAMBDAS
 from ..preprocessing import make_features
-from ..methods import make_method, without_support_test
+from ..methods import make_method
 from ..methods._base import set_labels
 from ..neighbors import use_backend
 from ..reject.reasons import REJECTIONS
@@ -212,42 +213,72 @@ class SetPredictor:
 
 @dataclass(frozen=True, eq=False)
 class Holdout:
-    """A feature pipeline and method fitted on a seeded part of the rows, and the other rows, transformed.
+    """A model's hold-out: its feature pipeline and method fitted on a seeded part of the rows, and the other rows.
 
     What a model trained on every row cannot give: a scorer that never saw
     some rows, to calibrate prediction sets and reject thresholds on them.
+    It is the run protocol's hold-out over a whole data set
+    (:func:`pll.experiment.holdout_split`, fitted by
+    :meth:`pll.experiment.CalibrationSplit.fit_holdout`): the held-out rows
+    are its validation rows.
+
+    Attributes
+    ----------
+    split : CalibrationSplit
+        The features fitted on the fitting rows; the held-out rows, transformed.
+    estimator : NeighborMethod
+        The method fitted on the fitting rows, without a ``no_support`` test.
     """
 
-    transformer: object
+    split: CalibrationSplit
     estimator: object
-    rows: np.ndarray
-    X: np.ndarray
-    n_fit: int
+
+    @property
+    def transformer(self):
+        """The feature pipeline, fitted on the fitting rows."""
+        return self.split.transformer
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The held-out rows of the data set, sorted."""
+        return self.split.val_rows
+
+    @property
+    def X(self) -> np.ndarray:
+        """The held-out rows' features, transformed as new rows."""
+        return self.split.X_val
+
+    @property
+    def n_fit(self) -> int:
+        """How many rows the features and the method were fitted on."""
+        return int(self.split.fit_rows.size)
+
+    def predict(self):
+        """The held-out rows as the hold-out model predicts them, with its own reject option."""
+        return self.split.predict_validation(self.estimator)
 
 
 def fit_holdout(ds, method, params=None, features="minmax", random_state=None, knn="auto", knn_options=None,
                 fraction=0.2) -> Holdout:
     """Fit ``features`` and ``method`` on a seeded ``1 − fraction`` of the rows of ``ds``; hold out the rest.
 
-    The hold-out model calibrates (thresholds, conformal sets); it has no
+    The rows are drawn and the features fitted by
+    :func:`pll.experiment.holdout_split`; the method is fitted as a run fits
+    its hold-out model (:meth:`pll.experiment.CalibrationSplit.fit_holdout`),
+    its neighbor searches pointed at ``knn`` unless ``params`` set them.  The
+    hold-out model calibrates (thresholds, conformal sets); it has no
     ``no_support`` test (:func:`pll.methods.without_support_test`), which would cost a search of its rows.
     """
-    from ..data import validation_indices
-
-    held_out, fit = validation_indices(ds.n_rows, fraction, seed_to_int(random_state))
-    transformer = use_backend(make_features(features), knn, knn_options)
-    X_fit = np.asarray(transformer.fit_transform(ds.X[fit]), dtype=np.float64)
-    estimator = use_backend(make_method(method, params, random_state=random_state), knn, knn_options, keep=params or {})
-    without_support_test(estimator).fit(X_fit, ds.S[fit])
-    X = np.asarray(transformer.transform(ds.X[held_out]), dtype=np.float64)
-    return Holdout(transformer, estimator, held_out, X, int(fit.size))
+    split = holdout_split(ds, features, 0, knn, knn_options, fraction, random_state)
+    run = MethodRun(method, method, params, features)
+    return Holdout(split, split.fit_holdout(run, random_state, knn, knn_options))
 
 
 def fit_set_predictor(ds, holdout: Holdout, alpha=DEFAULT_CONFORMAL_ALPHA) -> SetPredictor:
     """Prediction sets of the ``holdout`` model, calibrated on its held-out rows' bags."""
     from ..reject.conformal import ConformalSets
 
-    sets = ConformalSets(holdout.estimator, alpha=alpha).fit(holdout.X, ds.S[holdout.rows])
+    sets = ConformalSets(holdout.estimator, alpha=alpha).fit(holdout.X, ds.S[holdout.rows], neighbors=holdout.split.val)
     return SetPredictor(holdout.transformer, sets, holdout.n_fit, int(holdout.rows.size))
 
 
@@ -261,9 +292,8 @@ def calibrate_threshold(ds, holdout: Holdout, lam) -> dict:
     ``rejection_rate`` and, without labels, ``risk_lower`` and ``rejects_all``.
     """
     from ..reject.bag_bounds import calibrate_thresholds_from_bags
-    from ..evaluation._reject import calibrate_thresholds
 
-    pred = holdout.estimator.predict_with_reject(holdout.X)
+    pred = holdout.predict()
     if ds.y is not None:
         table = calibrate_thresholds(pred.score, pred.labels == ds.y[holdout.rows], (lam,))
     else:
@@ -308,21 +338,19 @@ def evaluate_holdout(ds, holdout: Holdout, threshold=None, set_predictor: SetPre
     -------
     dict
         Reject option -> metric -> value, as
-        :func:`pll.experiment._evaluate.run_metrics` names for a run; empty
+        :func:`pll.experiment.run_metrics` names for a run; empty
         when no held-out row can be judged (no true labels and only empty bags).
     """
-    from ..experiment._evaluate import _Judge
-
     try:
-        judge = _Judge(ds, holdout.rows, "held-out")
+        judge = Judge(ds, holdout.rows, "held-out")
     except InvalidDataError:
         return {}
-    pred = holdout.estimator.predict_with_reject(holdout.X)
+    pred = holdout.predict()
     if threshold is not None:
         pred = replace(pred, accept=pred.score > threshold)
     options = {"native": judge.report(pred, lambdas)}
     if set_predictor is not None:
-        sets = set_predictor.sets.predict_with_reject(holdout.X)
+        sets = set_predictor.sets.predict_with_reject(holdout.X, neighbors=holdout.split.val)
         options["conformal"] = {**judge.report(sets, lambdas), **judge.sets(sets)}
     return options
 

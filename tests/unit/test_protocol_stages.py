@@ -54,3 +54,33 @@ def test_a_hold_out_model_is_read_only_by_its_calibrations_not_by_the_stages_tha
             run = stage.writes.partition(":")[2]
             readers = {s.writes for s in protocol.stages if stage.writes in s.reads}
             assert readers == {f"validation:{run}"} | ({f"conformal:{run}"} if alpha is not None else set())
+
+
+@pytest.mark.parametrize("features", ["minmax", "pca"])
+def test_a_served_model_holds_out_the_rows_a_run_holds_out_and_fits_them_alike(features):
+    """``pll train``'s hold-out is the run protocol's: on a run's training rows, the same seed holds out the
+    same rows, fits the same features on the others and the same hold-out model."""
+    import numpy as np
+
+    from pll.experiment import calibration_split, holdout_split, make_split
+    from pll.serving import fit_holdout
+
+    ds = pll.noise.apply_noise(pll.load_dataset("wine"), "uniform", {"p": 0.5, "r": 1}, random_state=0)
+    seed, params = 3, {"n_neighbors": 5}
+    rows = make_split(ds.n_rows, seed)
+    run = calibration_split(ds, rows, features, 5, "exact")  # what a run's calibration stage computes
+    served = fit_holdout(ds.subset(rows.train), "pl_knn", params, features, random_state=seed, knn="exact")
+    np.testing.assert_array_equal(served.rows, rows.val)  # positions within the training rows
+    np.testing.assert_array_equal(served.split.fit_rows, rows.fit)
+    np.testing.assert_array_equal(served.split.split.X_train, run.split.X_train)
+    np.testing.assert_array_equal(served.X, run.X_val)
+    np.testing.assert_array_equal(served.transformer.transform(ds.X[rows.test]), run.X_test)
+    # The hold-out model: searching its own neighbors, as a served one does, or handed them, as in a run.
+    plan = plan_run(["pl_knn"], {"pl_knn": params}, features)
+    ours, theirs = served.predict(), run.predict_validation(run.fit_holdout(plan.runs[0], seed))
+    np.testing.assert_array_equal(ours.labels, theirs.labels)
+    np.testing.assert_array_equal(ours.score, theirs.score)
+    # Its neighbors, where asked for: those of the run's hold-out split.
+    searched = holdout_split(ds.subset(rows.train), features, 5, "exact", random_state=seed)
+    assert searched.test is None
+    np.testing.assert_array_equal(searched.val.indices, run.val.indices)
