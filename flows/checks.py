@@ -49,9 +49,13 @@ def training(params: dict) -> dict:
 
 
 def benchmark(params: dict) -> dict:
-    """A grid's (:func:`pll_pipeline.flows.benchmark.benchmark`): the grid file parses under the preset."""
+    """A grid's (:func:`pll_pipeline.flows.benchmark.benchmark`): the grid file parses under the preset, and the
+    cells at once, if given, are a positive number."""
     from pll.experiment.grid import load_grid
+    from pll.utils.validation import check_positive_int
 
+    if params.get("max_concurrency") is not None:
+        check_positive_int(params["max_concurrency"], "max_concurrency")
     load_grid(params["grid"], params.get("preset"))
     return {}
 

@@ -64,34 +64,18 @@ def _json_arg(text):
     return value
 
 
-MAX_SEED = 2**32 - 1  # the largest seed numpy's and scikit-learn's generators all take
-
-
-def _seed(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must lie in 0..{MAX_SEED}, got {value}")
-    return value
-
-
-def _alpha(text):
-    """A miscoverage level in (0, 1), or ``none``."""
+def _number_or_none(text):
+    """A number, or ``none`` for an option that is off (its range is the library's to check)."""
     if text.strip().lower() == "none":
         return None
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number or 'none': {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
-    return value
 
 
 def _conformal_argument(parser, what):
-    parser.add_argument("--conformal-alpha", type=_alpha, default=catalog.DEFAULT_CONFORMAL_ALPHA, metavar="ALPHA",
+    parser.add_argument("--conformal-alpha", type=_number_or_none, default=catalog.DEFAULT_CONFORMAL_ALPHA, metavar="ALPHA",
                         help=f"{what} conformal prediction sets that hold the true label with probability "
                         f">= 1 - ALPHA, calibrated on the validation hold-out's bags; 'none' for no sets "
                         f"(default: {catalog.DEFAULT_CONFORMAL_ALPHA})")
@@ -106,37 +90,14 @@ def _mat_variables(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _method_list(text):
-    methods = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in catalog.METHODS]
-    if unknown or not methods:
-        raise argparse.ArgumentTypeError(f"unknown method {unknown[0] if unknown else text!r}: choose from "
-                                         f"{', '.join(catalog.METHODS)}")
-    return methods
+def _comma_list(text):
+    """Comma-separated names, stripped (the names are the library's to check)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _choices(names):
     """Help text listing ``names`` (a catalog: name -> one line) as ``name: what it is``, escaped for argparse."""
     return "; ".join(f"{name}: {text}" for name, text in names.items()).replace("%", "%%")
-
-
-def _feature_spec(text):
-    """A feature pipeline's name, or its name with parameters: the name is checked here, the parameters in preflight."""
-    name = text.split("(", 1)[0].strip()
-    if name not in catalog.FEATURE_PIPELINES:
-        raise argparse.ArgumentTypeError(f"unknown feature pipeline {name!r}; choose from "
-                                         f"{', '.join(catalog.FEATURE_PIPELINES)}")
-    return text
-
-
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
-    return value
 
 
 _DASK_HELP = "run the tasks on Dask: 'local' (a LocalCluster) or a scheduler address, e.g. tcp://127.0.0.1:8786"
@@ -166,8 +127,8 @@ def _add_data_arguments(parser):
                         help="a .mat file's variables by other names than PALM's, e.g. "
                         "features=features,partial_labels=p_labels,labels=logitlabels (keys left out: the default "
                         "names are searched)")
-    parser.add_argument("--seed", type=_seed, default=0,
-                        help=f"seed of the noise model, the split and the methods: 0 to {MAX_SEED} (default: 0)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the noise model, the split and the methods: 0 to 2**32 - 1 (default: 0)")
 
 
 def _add_knn_arguments(parser):
@@ -195,7 +156,7 @@ def _command(sub, name, text):
 
 
 def _features_argument(parser):
-    parser.add_argument("--features", default=catalog.DEFAULT_FEATURES, type=_feature_spec, metavar="FEATURES",
+    parser.add_argument("--features", default=catalog.DEFAULT_FEATURES, metavar="FEATURES",
                         help=f"feature pipeline: {_choices(catalog.FEATURE_PIPELINES)}; parameters in parentheses, "
                         f"e.g. 'pl_aknn_real(density_k=100)' (default: {catalog.DEFAULT_FEATURES})")
 
@@ -210,7 +171,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
     run = _command(sub, "run", "run the pipeline once and log it to MLflow")
     _add_data_arguments(run)
-    run.add_argument("--methods", type=_method_list, default=list(catalog.DEFAULT_METHODS),
+    run.add_argument("--methods", type=_comma_list, default=list(catalog.DEFAULT_METHODS),
                      help=f"comma-separated methods among: {_choices(catalog.METHODS)} "
                      f"(default: {','.join(catalog.DEFAULT_METHODS)})")
     run.add_argument("--method-params", type=_json_arg, default=None,
@@ -229,7 +190,7 @@ def build_parser():
     bench = _command(sub, "benchmark", "run every cell of a benchmark grid (a YAML file; see pll/experiment/grid.py)")
     bench.add_argument("grid", help="the grid file, e.g. benchmarks/grids/smoke.yaml")
     bench.add_argument("--dask-address", default=None, help=_DASK_HELP)
-    bench.add_argument("--max-concurrency", type=_positive, default=None, help="cells at once (default: the grid's)")
+    bench.add_argument("--max-concurrency", type=int, default=None, help="cells at once (default: the grid's)")
     bench.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     bench.add_argument("--experiment", default=None, help="MLflow experiment name (default: the grid's)")
     bench.add_argument("--preset", default=None, choices=catalog.PRESETS, metavar="PRESET",
@@ -273,7 +234,7 @@ def build_parser():
     audit = _command(sub, "audit", "rank a data set's training bags by how strongly their neighbors contradict them")
     _add_data_arguments(audit)
     _features_argument(audit)
-    audit.add_argument("--n-neighbors", type=_positive, default=10,
+    audit.add_argument("--n-neighbors", type=int, default=10,
                        help="the other rows that judge each bag (default: 10)")
     _add_knn_arguments(audit)
     audit.add_argument("--output", default="audit.parquet",
@@ -363,7 +324,7 @@ def _correct_means(truth):
 
 def cmd_benchmark(args):
     from pll.evaluation import MIN_PAIRS
-    from pll.experiment.grid import summary_tables
+    from pll.reporting.grids import summary_tables
     from pll.reporting.tables import markdown_table
 
     from .benchmark import benchmark

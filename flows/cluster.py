@@ -7,7 +7,7 @@ machine for as long as the flow runs) or a scheduler address such as
 
 A LocalCluster's worker processes exit by themselves once this process dies, even by SIGKILL
 (distributed ties them to their parent; gone within 0.1 s here), so they need no watchdog
-such as the Prefect server's (flows/lifeline.py); its dashboard needs bokeh.
+such as the Prefect server's (flows/processes.py); its dashboard needs bokeh.
 """
 
 from __future__ import annotations

@@ -15,10 +15,7 @@ from prefect import get_client, runtime
 from prefect.artifacts import create_markdown_artifact
 
 from pll_pipeline.flows.server import TEMPORARY_SERVER_ENV
-
-FLOW_RUN_ID_TAG = "prefect.flow_run_id"
-FLOW_RUN_NAME_TAG = "prefect.flow_run_name"
-FLOW_RUN_URL_TAG = "prefect.flow_run_url"
+from pll_pipeline.tracking.urls import FLOW_RUN_ID_TAG, FLOW_RUN_NAME_TAG, FLOW_RUN_URL_TAG
 MLFLOW_TAG_PREFIX = "mlflow-run:"
 
 

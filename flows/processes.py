@@ -1,4 +1,7 @@
-"""A watchdog that stops a child process when the process that started it dies, even by SIGKILL.
+"""The child processes ``pll`` starts (the MLflow UI's server, Prefect's temporary server): started in a group of
+their own, waited for until they answer, stopped with their group, and tied to ``pll`` by a watchdog.
+
+The watchdog stops a child process when the process that started it dies, even by SIGKILL.
 
 SIGKILL runs no cleanup in the killed process (no ``finally``, no ``atexit``), so a server that
 ``pll`` starts would run on for good.  :func:`tie` starts a small process that waits for whichever
@@ -15,12 +18,64 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from contextlib import suppress
+
+from pll.errors import PllError
 
 GRACE_SECONDS = 5
 """How long the child may take to stop after SIGTERM (Prefect's own ``stop()`` waits as long)."""
+GROUP_GRACE_SECONDS = 10
+"""How long a server's process group may take to stop after SIGTERM before SIGKILL."""
+
+
+class ServerError(PllError):
+    """A server that ``pll`` started exited, or did not answer in time."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_group(command: list[str], log_path: str, env: dict | None = None) -> subprocess.Popen:
+    """``command`` in a process group (session) of its own, its output appended to ``log_path``."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+
+
+def wait_until_healthy(process: subprocess.Popen, health_url: str, what: str, log_path: str, timeout: float) -> None:
+    """Return once ``health_url`` answers 200; :class:`ServerError` if ``process`` exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerError(f"{what} exited with status {process.returncode} (its log: {log_path})")
+        with suppress(OSError):
+            with urllib.request.urlopen(health_url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        time.sleep(0.5)
+    raise ServerError(f"{what} did not answer within {timeout:.0f} s (its log: {log_path})")
+
+
+def stop_group(process: subprocess.Popen, grace: float = GROUP_GRACE_SECONDS) -> None:
+    """SIGTERM to the process's group, SIGKILL to what is left after ``grace`` seconds."""
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    with suppress(ProcessLookupError):  # a server may outlive the command that started it (uvicorn)
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def tie(child: subprocess.Popen) -> subprocess.Popen | None:

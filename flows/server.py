@@ -7,7 +7,7 @@ traceback that has nothing to do with the run.  Starting it here, with its
 standard output and error pointed at a log file while it is spawned, keeps
 the command's own output clean and the server's messages on record.
 
-Each server process is tied to this one (:mod:`pll_pipeline.flows.lifeline`): it stops when ``pll`` dies,
+Each server process is tied to this one (:mod:`pll_pipeline.flows.processes`): it stops when ``pll`` dies,
 even by SIGKILL, which runs none of the cleanup that stops it at a normal exit.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from pll.errors import PllError
 from pll_pipeline.tracking.health import health_problem
 
-from . import lifeline
+from . import processes
 
 
 @contextmanager
@@ -102,7 +102,7 @@ def _tied_server():
     class TiedServer(SubprocessASGIServer):
         def _run_uvicorn_command(self):
             process = super()._run_uvicorn_command()
-            self.watchdog = lifeline.tie(process)
+            self.watchdog = processes.tie(process)
             return process
 
     return TiedServer()

@@ -23,25 +23,30 @@ def check_run(
     knn_options=None,
     val_fraction=0.2,
     conformal_alpha=catalog.DEFAULT_CONFORMAL_ALPHA,
+    seed=0,
 ):
     """Refuse a run of the pipeline whose parameters cannot work.
 
     Names the first bad parameter: those :func:`check_data` checks, then
     those :func:`check_protocol` checks.
     """
-    check_data(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise, noise_params=noise_params)
+    check_data(dataset=dataset, mat_variables=mat_variables, protocol=protocol, noise=noise, noise_params=noise_params,
+               seed=seed)
     check_protocol(methods=methods, method_params=method_params, features=features, method_features=method_features,
                    knn=knn, knn_options=knn_options, val_fraction=val_fraction,
                    conformal_alpha=conformal_alpha)
 
 
 def check_data(*, dataset, mat_variables=None, protocol=catalog.DEFAULT_PROTOCOL, noise=catalog.DEFAULT_NOISE,
-               noise_params=None):
+               noise_params=None, seed=0):
     """Refuse data that cannot be read as asked: the data set (a built-in name or an existing file of a known
-    type) and the names of its ``.mat`` variables, the protocol, the noise model and its parameter names."""
+    type) and the names of its ``.mat`` variables, the protocol, the noise model and its parameter names, and the
+    seed of the noise and the split."""
     from ..data import PROTOCOLS, check_source
-    from ..noise._models import check_noise
+    from ..noise import check_noise
+    from ..utils._random import check_seed
 
+    check_seed(seed)
     check_source(dataset, variables=mat_variables)
     if protocol not in PROTOCOLS:
         raise InvalidParameterError(f"unknown protocol {protocol!r}: choose from {', '.join(PROTOCOLS)}")
@@ -57,7 +62,7 @@ def check_data_content(*, dataset, mat_variables=None, protocol=catalog.DEFAULT_
     once; a flow does not (its first task reads the data).
     """
     from ..data import load_run_data
-    from ..noise._models import check_noise_applies
+    from ..noise import check_noise_applies
 
     check_noise_applies(load_run_data(dataset, protocol, noisy_bags, mat_variables), noise)
 

@@ -21,6 +21,23 @@ def _splitmix64(z):
         return z ^ (z >> np.uint64(31))
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed that numpy's and scikit-learn's generators all take."""
+
+
+def check_seed(seed, name="seed"):
+    """``seed`` as an ``int`` in 0..:data:`MAX_SEED`, else one line naming ``name``.
+
+    A run's seed also seeds scikit-learn's split and estimators, which take no larger one; the library's
+    own per-row streams (:func:`seed_to_int`) take any non-negative int.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        from ..errors import InvalidParameterError
+
+        raise InvalidParameterError(f"{name} must be a whole number in 0..{MAX_SEED}, got {seed!r}")
+    return int(seed)
+
+
 def seed_to_int(random_state):
     """Turn a ``random_state`` (None or int) into a non-negative int seed.
 

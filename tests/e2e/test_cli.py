@@ -125,20 +125,42 @@ def test_a_temporary_server_that_does_not_start_is_one_line_naming_its_log_and_t
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["run", "--seed", "4294967296"], "--seed: must lie in 0..4294967295"),
-    (["run", "--seed", "99999999999999999999"], "--seed: must lie in 0..4294967295"),
-    (["run", "--seed", "1.5"], "--seed: not a whole number"),
-    (["train", "--seed", "-1"], "--seed: must lie in 0..4294967295"),
-    (["run", "--methods", "pl_knn,knn"], "unknown method 'knn': choose from pl_knn, dst_pll, pl_aknn"),
+    (["run", "--seed", "1.5"], "--seed: invalid int value: '1.5'"),
+    (["run", "--conformal-alpha", "often"], "--conformal-alpha: not a number or 'none'"),
     (["run", "--knn", "faiss"], "invalid choice: 'faiss'"),
 ])
-def test_bad_arguments_are_refused_before_anything_starts(argv, message, capsys):
+def test_unparsable_arguments_are_refused_by_the_parser(argv, message, capsys):
     from pll_pipeline.flows.cli import build_parser
 
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args(argv)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--seed", "4294967296"], "seed must be a whole number in 0..4294967295, got 4294967296"),
+    (["run", "--seed", "99999999999999999999"], "seed must be a whole number in 0..4294967295"),
+    (["train", "--seed", "-1"], "seed must be a whole number in 0..4294967295, got -1"),
+    (["audit", "--seed", "-1"], "seed must be a whole number in 0..4294967295, got -1"),
+    (["run", "--methods", "pl_knn,knn"], "unknown method 'knn': choose from pl_knn, dst_pll, pl_aknn"),
+    (["run", "--methods", ","], "no method to run"),
+    (["run", "--features", "fancy"], "unknown feature pipeline 'fancy'"),
+    (["run", "--conformal-alpha", "1.5"], "conformal_alpha must be a number in (0, 1) or None, got 1.5"),
+    (["audit", "--n-neighbors", "0"], "n_neighbors"),
+    (["benchmark", "benchmarks/grids/smoke.yaml", "--max-concurrency", "0"], "max_concurrency"),
+])
+def test_bad_arguments_are_refused_by_the_librarys_checks_before_anything_starts(argv, message, tmp_path, monkeypatch,
+                                                                                 capsys):
+    """The parser only parses; the values are checked where a flow or a notebook checks them, in one line."""
+    from pll_pipeline.flows.cli import main
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pll: error:") and message in err, err
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_seed_range_and_method_lists_parse():

@@ -1,7 +1,7 @@
 """Nothing that pll starts outlives it, even when pll is killed with SIGKILL (issue 14).
 
 SIGKILL runs no cleanup in pll, so what it started has to notice by itself: Prefect's temporary
-server through its watchdog (flows/lifeline.py), Dask's worker processes on their own.  pll runs as
+server through its watchdog (flows/processes.py), Dask's worker processes on their own.  pll runs as
 a real command in its own session.  Once the processes in question are up, pll is frozen (SIGSTOP),
 so that it neither finishes nor stops anything before the SIGKILL, and the processes it started
 are listed (they lose pll as their parent when it dies).
@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pll_pipeline.flows import lifeline
+from pll_pipeline.flows import processes
 from tests.processes import descendants, still_running
 
 
@@ -115,9 +115,9 @@ def test_nothing_outlives_a_run_on_a_local_dask_cluster(session, tmp_path):
 
 _TIE_A_SLEEPER = """
 import subprocess, sys, time
-from flows import lifeline
+from pll_pipeline.flows import processes
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-lifeline.tie(child)
+processes.tie(child)
 print(child.pid, flush=True)
 time.sleep(600)
 """
@@ -127,7 +127,7 @@ def test_a_tied_child_stops_when_its_parent_is_killed(session, tmp_path):
     parent = session(sys.executable, "-c", _TIE_A_SLEEPER)
     # killed once the child has said its pid and its watchdog is up (on a loaded machine it can lag the child)
     started = _kill_once_up(parent, tmp_path / "output.log", lambda processes, output: output.strip() and any(
-        "pll_pipeline.flows.lifeline" in _cmdline(p) for p in processes))
+        "pll_pipeline.flows.processes" in _cmdline(p) for p in processes))
     child = int((tmp_path / "output.log").read_text())
     # the watchdog was among them while the parent was frozen (_kill_once_up checks); its command line cannot be
     # read again here, since once the parent is dead it stops the child and exits, which is what this test wants
@@ -137,7 +137,7 @@ def test_a_tied_child_stops_when_its_parent_is_killed(session, tmp_path):
 
 def test_the_watchdog_leaves_a_living_parents_child_alone_and_exits_with_it():
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    watchdog = lifeline.tie(child)
+    watchdog = processes.tie(child)
     try:
         child.stdin.close()  # the child exits by itself, with status 0 unless the watchdog signalled it
         assert child.wait(timeout=60) == 0

@@ -7,6 +7,7 @@ import urllib.parse
 import pytest
 
 from pll_pipeline.flows import ui
+from pll_pipeline.tracking import urls
 
 
 def _hash_query(url):
@@ -17,7 +18,7 @@ def _hash_query(url):
 
 
 def test_runs_table_link_opens_the_model_training_view_filtered_to_method_runs():
-    url = ui.runs_table_url("http://127.0.0.1:5000", "7")
+    url = urls.runs_table_url("http://127.0.0.1:5000", "7")
     assert url.startswith("http://127.0.0.1:5000/#/experiments/7/runs?")
     path, query = _hash_query(url)
     assert path == "/experiments/7/runs"
@@ -25,7 +26,7 @@ def test_runs_table_link_opens_the_model_training_view_filtered_to_method_runs()
 
 
 def test_compare_link_names_every_run_as_json():
-    url = ui.compare_url("http://127.0.0.1:5000", ["a1", "b2"], ["3"])
+    url = urls.compare_url("http://127.0.0.1:5000", ["a1", "b2"], ["3"])
     path, query = _hash_query(url)
     assert path == "/compare-runs"
     assert json.loads(query["runs"][0]) == ["a1", "b2"]
@@ -43,11 +44,11 @@ def test_hint_names_the_store_and_the_run(monkeypatch):
 def test_prefect_link_prefers_the_flow_run(monkeypatch):
     monkeypatch.delenv("PREFECT_UI_URL", raising=False)
     api = "http://127.0.0.1:4200/api"
-    assert ui.prefect_link(api) == "http://127.0.0.1:4200/runs"
-    assert ui.prefect_link(api, {"prefect.flow_run_id": "f1"}) == "http://127.0.0.1:4200/runs/flow-run/f1"
-    assert ui.prefect_link(api, {"prefect.flow_run_url": "http://x/runs/flow-run/f2"}) == "http://x/runs/flow-run/f2"
+    assert urls.prefect_link(api) == "http://127.0.0.1:4200/runs"
+    assert urls.prefect_link(api, {"prefect.flow_run_id": "f1"}) == "http://127.0.0.1:4200/runs/flow-run/f1"
+    assert urls.prefect_link(api, {"prefect.flow_run_url": "http://x/runs/flow-run/f2"}) == "http://x/runs/flow-run/f2"
     monkeypatch.setenv("PREFECT_UI_URL", "http://ui.example/")
-    assert ui.prefect_link(api) == "http://ui.example/runs"
+    assert urls.prefect_link(api) == "http://ui.example/runs"
 
 
 def test_pll_ui_is_a_command():
