@@ -33,7 +33,8 @@ from pll_pipeline.flows.links import flow_run_tags, name_flow_run, publish_table
 from pll_pipeline.flows.tracked import ending_on_error
 from pll_pipeline.flows.pipeline import pipeline
 from pll.reporting.tables import markdown_table
-from pll.experiment.grid import load_grid, parse_grid, results_table, risk_figures, summarize, summary_tables
+from pll.experiment.grid import load_grid, parse_grid, results_table, summarize
+from pll.reporting.grids import risk_figures, summary_tables
 from pll_pipeline.tracking.grid import (
     CELL_KEY_TAG,
     EXECUTION_KEY_TAG,

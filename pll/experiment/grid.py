@@ -77,11 +77,9 @@ from ..errors import DataFileError, InvalidParameterError, PllError
 from ..evaluation._reject import compare_methods
 from ._evaluate import LABEL_METRICS, SHARED_LABEL_OPTIONS
 from ._plan import method_run_name, noise_label, pipeline_run_name
-from ..reporting.plots import risk_figure
-from ..reporting.tables import significance_table
 from ..preprocessing import make_features
 from ..methods import METHODS, make_method
-from ..evaluation.metric_names import parse_per_lambda, risk_name
+from ..evaluation.metric_names import risk_name
 from ..neighbors.registry import BACKENDS, DEFAULT_BACKEND, check_backend
 from ..noise._models import check_noise
 from .presets import PRESETS, preset_noise_params
@@ -500,35 +498,3 @@ def summarize(table, alpha=0.05) -> pd.DataFrame:
     if long.empty:
         return pd.DataFrame(columns=columns)
     return compare_methods(long, by=("dataset", "noise"), pair=("seed",), alpha=alpha)
-
-
-def summary_tables(summary) -> dict:
-    """The papers' layout of :data:`TABLE_METRICS`: a row per method, a column per data set and noise."""
-    tables = {}
-    for metric, scale in TABLE_METRICS.items():
-        rows = summary[summary["metric"] == metric]
-        if not rows.empty:
-            tables[f"table_{metric}"] = significance_table(rows, columns=("dataset", "noise"), scale=scale)
-    return tables
-
-
-def risk_figures(table) -> dict:
-    """``R_λ`` against λ, mean over seeds, one figure per data set and noise (:func:`pll.reporting.plots.risk_figure`)."""
-    columns = {c: parse_per_lambda(c) for c in table.columns}
-    columns = {c: parsed for c, parsed in columns.items() if parsed and parsed[0] in ("risk", "cal_risk")}
-    if table.empty or not columns:
-        return {}
-    long = table.melt(id_vars=["dataset", "noise", "variant", "reject", "seed"], value_vars=list(columns))
-    long["lambda"] = [columns[c][1] for c in long["variable"]]
-    long["kind"] = [columns[c][0] for c in long["variable"]]
-    means = long.pivot_table(index=["dataset", "noise", "variant", "reject", "lambda"], columns="kind",
-                             values="value", aggfunc="mean").reset_index()
-    figures = {}
-    for (dataset, noise), group in means.groupby(["dataset", "noise"], sort=False):
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"risk_{Path(dataset).stem}_{noise}")
-        risks = group.rename(columns={"variant": "method"})
-        if "cal_risk" not in risks:
-            risks = risks.assign(cal_risk=np.nan)
-        figures[name] = risk_figure(risks, title=f"{dataset} / {noise}: mean over seeds")
-    return figures
-

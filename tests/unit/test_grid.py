@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from pll.errors import DataFileError, InvalidParameterError, PllError
 from pll.experiment.grid import (
-    Cell, load_grid, parse_grid, results_table, risk_figures, stable_hash, summarize, summary_tables,
+    Cell, load_grid, parse_grid, results_table, stable_hash, summarize,
 )
+from pll.reporting.grids import risk_figures, summary_tables
 from pll.methods import METHODS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -159,9 +159,6 @@ AGAINST_THE_ORDER = {
     # evaluation judges reject's prediction sets and bag calibration (pll.evaluation._judge, imported on use).
     ("reject", "pll.evaluation._reject"),
     ("reject", "pll.evaluation.metric_names"),
-    # The grid draws its figure and significance table with reporting's, while reporting reads experiment's presets.
-    ("experiment", "pll.reporting.plots"),
-    ("experiment", "pll.reporting.tables"),
 }
 
 
