@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 import tempfile
-from importlib import metadata
+from contextlib import contextmanager
+from importlib import import_module, metadata
 from pathlib import Path
 
 import mlflow.pyfunc
@@ -37,7 +39,7 @@ from prefect.cache_policies import NO_CACHE
 from pll.data.tabular import CANDIDATES, SEPARATOR
 from pll.errors import InvalidParameterError, ModelNotFoundError
 from pll.experiment import run_metrics
-from pll.serving import FittedModel, feature_names
+from pll.serving import FittedModel, feature_names, load_fitted
 
 from pll_pipeline.tracking.runs import log_entries, log_json
 from pll_pipeline.tracking.served import predict_served
@@ -53,7 +55,7 @@ class PllPyfuncModel(mlflow.pyfunc.PythonModel):
 
     def load_context(self, context):
         with open(context.artifacts[ARTIFACT], "rb") as fh:
-            self.fitted = pickle.load(fh)
+            self.fitted = load_fitted(fh)  # a model pickled before pll's modules moved loads too
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         return predict_served(self.fitted, model_input)
@@ -228,7 +230,8 @@ def load_model(model_uri: str, tracking_uri: str) -> tuple[FittedModel, dict]:
         except (MlflowException, OSError, ValueError) as exc:  # ValueError: a URI MLflow cannot even parse
             raise ModelNotFoundError(f"model {model_uri!r} not found in {tracking_uri} ({_first_line(exc)})") from None
         try:
-            pyfunc = mlflow.pyfunc.load_model(local)
+            with _old_layer_names():
+                pyfunc = mlflow.pyfunc.load_model(local)
         except Exception as exc:  # a foreign flavor, or a pickle this code cannot read
             raise ModelNotFoundError(f"model {model_uri!r} cannot be loaded as a pll model ({_first_line(exc)})") from None
     python_model = pyfunc.unwrap_python_model() if hasattr(pyfunc, "unwrap_python_model") else None
@@ -236,6 +239,23 @@ def load_model(model_uri: str, tracking_uri: str) -> tuple[FittedModel, dict]:
     if not isinstance(fitted, FittedModel):
         raise ModelNotFoundError(f"model {model_uri!r} is not a pll model")
     return fitted, {"model_uri": model_uri, "model_id": info.model_id, "run_id": info.run_id}
+
+
+OLD_LAYER_MODULES = {"tracking": "pll_pipeline.tracking", "tracking.models": "pll_pipeline.tracking.models"}
+"""Where the pyfunc wrapper (:class:`PllPyfuncModel`) was pickled from before version 0.2, and where it is now."""
+
+
+@contextmanager
+def _old_layer_names():
+    """Let the pickle of a model logged before version 0.2 find its wrapper class, for as long as it loads."""
+    added = [name for name in OLD_LAYER_MODULES if name not in sys.modules]
+    for name in added:
+        sys.modules[name] = import_module(OLD_LAYER_MODULES[name])
+    try:
+        yield
+    finally:
+        for name in added:
+            sys.modules.pop(name, None)
 
 
 def artifact_location(model_uri: str, tracking_uri: str) -> str:

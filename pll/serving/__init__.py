@@ -2,6 +2,7 @@
 scoring of new files (scored tables, review queues, the ledger of a scored folder).
 """
 
+from ._legacy import load_fitted
 from ._scoring import (
     FittedModel,
     Holdout,
@@ -64,6 +65,7 @@ __all__ = [
     "fit_holdout",
     "fit_model",
     "fit_set_predictor",
+    "load_fitted",
     "folder_output",
     "match_features",
     "neighbor_columns",
