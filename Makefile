@@ -13,7 +13,11 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 # `make test-fast` runs the unit tests alone (tests/unit).
 JOBS ?= auto
 
-.PHONY: run test test-fast docs benchmark lock clean
+# The unit tests on Python 3.13 as well (pyenv's, else python3.13 on the PATH), in a virtual environment of their own.
+PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) python3.13)
+VENV313   := .venv-3.13
+
+.PHONY: run test test-fast test-py313 docs benchmark lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +33,14 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"
 
+$(VENV313)/.installed: pyproject.toml constraints.txt
+	@test -x $(VENV313)/bin/python || $(PYTHON313) -m venv $(VENV313)
+	$(VENV313)/bin/python -m pip install --quiet -c constraints.txt -e '.[pipeline,test,docs]'
+	@touch $@
+
+test-py313: $(VENV313)/.installed
+	$(VENV313)/bin/python -m pytest -n $(JOBS) tests/unit
+
 # The documentation site into site/, every warning an error (tests/unit/test_docs.py builds it too).
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
@@ -41,4 +53,4 @@ lock: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
 
 clean:
-	rm -rf $(VENV) mlruns mlartifacts mlflow.db .pytest_cache
+	rm -rf $(VENV) $(VENV313) mlruns mlartifacts mlflow.db .pytest_cache

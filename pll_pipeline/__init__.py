@@ -1,17 +1,15 @@
 """The pipeline around the library: Prefect flows and tasks, MLflow tracking, the signed stage cache.
 
 Its layers live at the repository's top level (``flows/``, ``tasks/``, ``tracking/``, ``cache/``,
-``deployments/``), as the design shows them; the wheel maps each into this package
-(``pyproject.toml``'s ``package-dir``), so that an installed project owns no generic top-level name.
-In a checkout (an editable install) the layers sit beside this folder rather than in it, and the
-package's path reaches them there.
+``deployments/``), as the design shows them; the wheel, and an editable install alike, map each into
+this package (``pyproject.toml``'s ``package-dir``), so that an installed project owns no generic
+top-level name.
 
 It needs the ``pipeline`` extra: without it, importing any of its modules fails in one line
 that names the extra.
 """
 
 from importlib.util import find_spec
-from pathlib import Path
 
 from pll.errors import MissingExtraError
 
@@ -23,7 +21,3 @@ if _missing:
     raise MissingExtraError(
         f"pll_pipeline needs the '{EXTRA}' extra: pip install 'pll-reject[{EXTRA}]' (missing: {', '.join(_missing)})"
     )
-
-_here = Path(__file__).resolve().parent
-if not (_here / "flows").is_dir():
-    __path__.append(str(_here.parent))
