@@ -6,10 +6,10 @@ keeps them) and their true labels ``ds.y``, used here only to judge.  For each s
 ``pl_aknn_real`` for PL A-kNN, fitted on all training rows); as :func:`pll.experiment.run_method` does,
 a model fitted on the fitting rows predicts the validation hold-out and one fitted on all training rows
 predicts the test rows.  On the hold-out, per λ, two thresholds: :func:`pll.evaluation.calibrate_thresholds`
-with true labels, and :func:`pll.reject.bag_bounds.calibrate_thresholds_from_bags` (the smallest upper bound of
+with true labels, and :func:`pll.evaluation.bag_bounds.calibrate_thresholds_from_bags` (the smallest upper bound of
 R_λ, from bags only).  Printed: each threshold with the test R_λ it gives (and test rejection rate), the
 hold-out bounds at the bag threshold with the true hold-out R_λ between them, and whether it rejects all;
-then means over seeds; then PL-kNN's per-k table (:func:`pll.reject.bag_bounds.bounds_by_setting`), averaged
+then means over seeds; then PL-kNN's per-k table (:func:`pll.evaluation.bag_bounds.bounds_by_setting`), averaged
 over seeds, with the true values beside the bounds.
 
 Run: ``.venv/bin/python benchmarks/bag_bounds.py``.
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 import pll
-from pll.reject.bag_bounds import bounds_by_setting, calibrate_thresholds_from_bags
+from pll.evaluation.bag_bounds import bounds_by_setting, calibrate_thresholds_from_bags
 from pll.evaluation import calibrate_thresholds, calibrated_metrics
 from pll.experiment import make_split
 from pll.preprocessing import featurize

@@ -98,13 +98,13 @@ from .errors import InvalidDataError, InvalidParameterError
 from .neighbors import NeighborResult, kneighbors
 from .neighbors.registry import check_backend
 from .utils.validation import (
-    _is_sparse,
-    _label_sets,
     check_features,
     check_mask,
     check_positive_int,
     check_scores,
     encode_bags,
+    is_sparse,
+    label_sets,
 )
 
 WEIGHTS = ("distance", "uniform")
@@ -460,7 +460,7 @@ def _check_bags(X, S, classes):
     """The bags as a bool matrix over the classes, and the class names."""
     if S is None:
         raise InvalidDataError("no bags: S is None")
-    if _is_sparse(S):
+    if is_sparse(S):
         S = S.toarray()
     n = _n_rows(S)
     if X is not None:
@@ -474,7 +474,7 @@ def _check_bags(X, S, classes):
         raise InvalidParameterError(f"classes must be a 1-d sequence of names, got shape {classes.shape}")
     if np.unique(classes).size != classes.size:
         raise InvalidParameterError(f"classes must be distinct, got {classes.tolist()!r}")
-    if _label_sets(S) is None and np.ndim(S) == 2:  # a matrix: its columns are the classes, in order
+    if label_sets(S) is None and np.ndim(S) == 2:  # a matrix: its columns are the classes, in order
         bags, _ = encode_bags(S, n, what="bags")
         if bags.shape[1] != classes.size:
             raise InvalidDataError(f"S has {bags.shape[1]} class columns but {classes.size} classes were named")

@@ -20,11 +20,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .data import PartialLabelDataset
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError
-from .methods._base import row_blocks
 from .neighbors import NeighborIndex, kneighbors, use_backend
 from .neighbors.registry import backend_options
 from .neighbors.subsets import own_neighbors_from, restrict_neighbors, subset_list_length
-from .utils.progress import track
+from .utils.progress import row_blocks, track
 from .utils.validation import check_params, check_X
 
 _EPS = 1e-12
@@ -151,7 +150,7 @@ class FeatureSplit:
 
 
 def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="auto", knn_options=None, *,
-              subset=None, fit_neighbors=None):
+              subset=None, fit_neighbors=None, return_transformer=False):
     """Fit the named feature pipeline on the training rows of ``ds`` and transform both parts.
 
     ``test_rows`` may be any rows treated as new (test or validation rows).
@@ -165,6 +164,9 @@ def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="auto",
     fit keep the subset's neighbors among itself as
     :attr:`FeatureSplit.subset_neighbors`, which the subset's featurize takes as
     ``fit_neighbors`` instead of searching again.  Other pipelines ignore both.
+
+    ``return_transformer``: also return the fitted pipeline, ``(split, transformer)``, for a model that
+    ships it; a split kept between stages does not hold it.
     """
     params = dict(params or {})
     train, test = ds.subset(train_rows), ds.subset(test_rows)
@@ -176,9 +178,10 @@ def featurize(ds, train_rows, test_rows, name="minmax", params=None, knn="auto",
     subset_neighbors = getattr(transformer, "subset_neighbors_", None) if shares else None
     if subset_neighbors is not None:
         subset_neighbors = subset_neighbors.astype(np.int32)  # kept between stages: half the bytes
-    return FeatureSplit(
+    split = FeatureSplit(
         fitted, new, fitted.X, new.X, np.asarray(train_rows), np.asarray(test_rows), name, params, subset_neighbors,
     )
+    return (split, transformer) if return_transformer else split
 
 
 def _l2_rows(X):

@@ -9,7 +9,7 @@ stages compute: :func:`make_split` (train, test, validation rows),
 :func:`find_neighbors` (one :class:`NeighborSet` per feature pipeline),
 :func:`run_method`, :func:`trust_option` and :func:`conformal_option` (a
 :class:`MethodOutput` per method and reject option), :func:`evaluate` (an
-:class:`Evaluation`; a :class:`Judge` judges the rows) and :func:`prediction_frames`.
+:class:`Evaluation`; :class:`pll.evaluation.Judge` judges the rows) and :func:`prediction_frames`.
 :func:`check_run` refuses a run's parameters before anything starts.  Names are imported on first use.
 """
 
@@ -20,7 +20,6 @@ _PUBLIC = {
     "DEFAULT_METHOD_FEATURES": "._plan",
     "Evaluation": "._evaluate",
     "FeatureGroup": "._plan",
-    "Judge": "._judge",
     "MethodOutput": "._method_stage",
     "MethodRun": "._plan",
     "NeighborSet": "._neighbor_stage",

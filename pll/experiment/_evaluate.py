@@ -8,9 +8,9 @@ import pandas as pd
 
 from ..errors import InvalidDataError
 from ..evaluation.metric_names import option_metric
-from ._judge import Judge
+from ..evaluation import Judge
 from .presets import SCRIPT_RULES, script_operating_point, script_score
-from ..reject.reasons import reason_report
+from ..methods.reasons import reason_report
 from ..evaluation._reject import (
     DEFAULT_LAMBDAS,
     aurc,
@@ -36,7 +36,7 @@ class OptionEvaluation:
     ``metrics``: metric -> float, the keys of :func:`pll.evaluation.reject_report`,
     ``aurc`` and those of :func:`pll.evaluation.calibrated_metrics` (with
     prediction sets, also those of :func:`pll.reject.conformal.set_report`; with
-    reasons of rejection, those of :func:`pll.reject.reasons.reason_report`);
+    reasons of rejection, those of :func:`pll.methods.reasons.reason_report`);
     ``sweep``: :func:`pll.evaluation.threshold_sweep`; ``precision``:
     precision at percentile; ``calibration``: per λ, the threshold chosen on
     the validation hold-out with its ``val_risk`` and ``val_rejection_rate``
@@ -127,7 +127,7 @@ def run_metrics(option_metrics: dict) -> dict:
 
 
 def bag_calibrated_metrics(calibration, score, correct):
-    """The thresholds chosen from bags (:func:`pll.reject.bag_bounds.calibrate_thresholds_from_bags`) applied to test rows.
+    """The thresholds chosen from bags (:func:`pll.evaluation.bag_bounds.calibrate_thresholds_from_bags`) applied to test rows.
 
     ``bag_cal_<what>_<λ>`` as :func:`pll.evaluation.calibrated_metrics` names
     them, and the validation rows' bounds at the chosen threshold:

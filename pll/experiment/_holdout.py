@@ -45,7 +45,7 @@ import numpy as np
 from ..data import split_indices, validation_indices
 from ..methods import make_method, without_support_test
 from ..neighbors import NeighborIndex, NeighborResult, use_backend
-from ..preprocessing import FeatureSplit, featurize, make_features
+from ..preprocessing import FeatureSplit, featurize
 from ..utils._random import seed_to_int
 
 
@@ -160,12 +160,9 @@ def holdout_split(ds, features: str = "minmax", k: int = 0, knn: str = "auto", k
     (:func:`pll.serving.fit_holdout`).
     """
     held_out, fit = validation_indices(ds.n_rows, fraction, seed_to_int(random_state))
-    # What featurize does, keeping the fitted pipeline: a served model ships it with its prediction sets.
-    transformer = use_backend(make_features(features), knn, knn_options)
-    fitted, new = ds.subset(fit), ds.subset(held_out)
-    fitted = fitted.with_features(np.asarray(transformer.fit_transform(fitted.X), dtype=np.float64))
-    new = new.with_features(np.asarray(transformer.transform(new.X), dtype=np.float64))
-    split = FeatureSplit(fitted, new, fitted.X, new.X, fit, held_out, features)
+    # The fitted pipeline is kept: a served model ships it with its prediction sets.
+    split, transformer = featurize(ds, fit, held_out, features, knn=knn, knn_options=knn_options,
+                                   return_transformer=True)
     return _with_neighbors(split, held_out.size, k, knn, knn_options, transformer)
 
 

@@ -17,7 +17,7 @@ def prediction_frames(outputs, ds, rows) -> dict:
     of :meth:`RejectPrediction.to_frame` (``belief_<class>``,
     ``plausibility_<class>``, ``share_<class>``, ...); every other option
     adds ``<option>_score`` and ``<option>_accept`` (e.g. ``trust_score``),
-    ``<option>_reason`` (:mod:`pll.reject.reasons`; the base option's is ``reason``),
+    ``<option>_reason`` (:mod:`pll.methods.reasons`; the base option's is ``reason``),
     ``<option>_label`` if its labels differ, and ``<option>_set`` (labels
     joined by ``|``) with ``<option>_set_size`` if it predicts sets
     (``conformal``).

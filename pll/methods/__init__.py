@@ -1,4 +1,5 @@
-"""The partial-label methods, each a scikit-learn style estimator."""
+"""The partial-label methods, each a scikit-learn style estimator, and the reasons their rejections give
+(:mod:`pll.methods.reasons`, the vocabulary of every method's :class:`RejectPrediction`)."""
 
 from ..errors import InvalidParameterError
 from ..utils.validation import check_params
@@ -9,6 +10,7 @@ from ._pl_aknn import PlAknn
 from ._pl_classifier import PlClassifier
 from ._pl_knn import PlKnn
 from ._proden import Proden
+from . import reasons
 
 METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal, "pl_classifier": PlClassifier,
            "proden": Proden}
@@ -47,5 +49,6 @@ __all__ = [
     "RejectPrediction",
     "make_method",
     "predict_with_reject",
+    "reasons",
     "without_support_test",
 ]

@@ -9,7 +9,7 @@ elimination thresholds come from the tables of :mod:`pll.methods._pl_aknn`,
 built with the very floating-point expressions of the definition, so the
 kernel's arithmetic is integer apart from look-ups and the final score.
 
-For the reasons of a rejection (:mod:`pll.reject.reasons`) the kernel also tells,
+For the reasons of a rejection (:mod:`pll.methods.reasons`) the kernel also tells,
 for a query whose labels still tie after ``T`` neighbors, whether some
 neighbor separates two of the survivors (its bag holds one and not the
 other): a conflict; otherwise every bag held all survivors or none, and no

@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..utils._random import pick_among, seed_to_int
 from ..errors import InvalidParameterError
-from ..reject.reasons import CONFLICT, assign
+from .reasons import CONFLICT, assign
 from ..utils.validation import check_fitted, check_X, encode_bags
 from ._base import NeighborMethod, RejectPrediction, in_candidates, missing_defaults, without_support_test
 from ._ipal import Ipal

@@ -13,17 +13,9 @@ from sklearn.utils._param_validation import Interval
 
 from ..errors import InvalidParameterError
 from ..neighbors import kneighbors
-from ..utils.progress import blocks, track
-from ..reject.reasons import assign, support_evidence, support_radius
+from ..utils.progress import row_blocks, track
+from .reasons import assign, support_evidence, support_radius
 from ..utils.validation import check_fitted, check_params, check_X, encode_bags
-
-# Rows per block are chosen so that a block's (rows, k, l) work arrays stay near this size.
-BLOCK_BYTES = 32 * 2**20
-
-
-def row_blocks(n_rows, bytes_per_row):
-    """Slices over ``n_rows`` whose per-block memory stays near :data:`BLOCK_BYTES`."""
-    return blocks(n_rows, max(1, BLOCK_BYTES // max(int(bytes_per_row), 1)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,8 +43,8 @@ class RejectPrediction:
         Conformal prediction sets (:class:`pll.ConformalSets`): ``accept`` is
         "the set is a single label".
     reason : ndarray of shape (n,), str, or None
-        Why each row was rejected, a code of :data:`pll.reject.reasons.REASONS`
-        (``none`` exactly where accepted); see :mod:`pll.reject.reasons`.
+        Why each row was rejected, a code of :data:`pll.methods.reasons.REASONS`
+        (``none`` exactly where accepted); see :mod:`pll.methods.reasons`.
     evidence : dict of ndarrays of shape (n,), or None
         What the reasons were decided on, for every row: each condition the
         option evaluates, under its code's name (bool), and the numbers it
@@ -79,7 +71,7 @@ class RejectPrediction:
         """This prediction with another accept decision (e.g. a calibrated threshold), its reasons recomputed.
 
         The conditions in ``evidence`` hold for every row, so only the codes
-        change (:func:`pll.reject.reasons.assign`); without reasons, none are added.
+        change (:func:`pll.methods.reasons.assign`); without reasons, none are added.
         """
         accept = np.asarray(accept, dtype=bool)
         reason = None if self.reason is None else assign(accept, self.evidence)
@@ -178,7 +170,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
       draw among tied labels is keyed by (seed, row position), so a tied row
       may get another label when predicted in another batch or order.
 
-    * Every prediction carries a reason code (:mod:`pll.reject.reasons`) and its
+    * Every prediction carries a reason code (:mod:`pll.methods.reasons`) and its
       evidence.  The support test is shared: :meth:`fit` stores
       ``support_radius_``, the ``support_quantile`` of the training rows' own
       ``k``-th neighbor distances (their precomputed neighbors when given, else
@@ -280,7 +272,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         return np.inf if distances is None else support_radius(distances[:, -1], self.support_quantile)
 
     def _support(self, distances):
-        """The support evidence of a block of queries from their neighbor distances (:mod:`pll.reject.reasons`)."""
+        """The support evidence of a block of queries from their neighbor distances (:mod:`pll.methods.reasons`)."""
         return support_evidence(distances[:, -1], self.support_radius_)
 
     def __setstate__(self, state):

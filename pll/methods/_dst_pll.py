@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ..utils._random import pick_among, seed_to_int
-from ..reject.reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, VAGUE, assign
+from .reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, VAGUE, assign
 from ._yager import MAX_EXACT_NEIGHBORS, combine, pack_bags
 from ._base import NeighborMethod, RejectPrediction
 
@@ -64,7 +64,7 @@ class DstPll(NeighborMethod):
     Test rows have ``s̃ = Y``; :meth:`disambiguate` uses each training row's
     own bag (``Y`` when the bag is empty) and its neighbors other than itself.
 
-    Reasons of a rejection (:mod:`pll.reject.reasons`; ``disambiguate`` gives them
+    Reasons of a rejection (:mod:`pll.methods.reasons`; ``disambiguate`` gives them
     too).  With ``j`` of the ``k`` neighbors informative, Yager's mass on
     ``s̃`` splits exactly as ``m̃(s̃) = K + V + 2^-k``:
 
@@ -96,7 +96,7 @@ class DstPll(NeighborMethod):
         common label gives ``K ≈ 1/2``, and ``V > 0.2`` means at most two
         informative neighbors (two give 0.249, three 0.124).
     support_quantile : float in (0, 1] or None, default=0.99
-        ``q`` of the support radius (:mod:`pll.reject.reasons`); None: no
+        ``q`` of the support radius (:mod:`pll.methods.reasons`); None: no
         ``no_support`` test (and no search of the training rows at ``fit``).
     knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no

@@ -12,10 +12,10 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ..utils._random import seed_to_int
-from ..reject.reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, assign
-from ..utils.progress import track
+from .reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, assign
+from ..utils.progress import row_blocks, track
 from ..utils.validation import check_X, encode_bags
-from ._base import NeighborMethod, RejectPrediction, row_blocks
+from ._base import NeighborMethod, RejectPrediction
 from ._ipal_kernels import class_errors, decide_confidences, decide_errors, nnls_weights, propagate
 
 
@@ -92,7 +92,7 @@ class Ipal(NeighborMethod):
     bag), accepted above the same threshold; its ``.shares`` are the ``g_c``
     normalised to sum to 1.
 
-    **Reasons** of a rejection (:mod:`pll.reject.reasons`; :meth:`disambiguate`
+    **Reasons** of a rejection (:mod:`pll.methods.reasons`; :meth:`disambiguate`
     gives them too): ``conflict`` when the runner-up is close by IPAL's own
     rule, ``score ≤ conflict_margin`` (at the default, the threshold: every
     rejection at the default threshold is a conflict of two classes that
@@ -120,7 +120,7 @@ class Ipal(NeighborMethod):
     conflict_margin : float in [0, 1], default=1 − 1/√2
         The reject threshold, so that ``conflict`` is IPAL's own rejection.
     support_quantile : float in (0, 1] or None, default=0.99
-        ``q`` of the support radius (:mod:`pll.reject.reasons`); None: no
+        ``q`` of the support radius (:mod:`pll.methods.reasons`); None: no
         ``no_support`` test.
     knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no

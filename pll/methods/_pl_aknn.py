@@ -8,9 +8,10 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ..reject.reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, VAGUE, assign, support_evidence, support_radius
+from .reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, VAGUE, assign, support_evidence, support_radius
 from ._aknn import eliminate
-from ._base import NeighborMethod, RejectPrediction, row_blocks
+from ..utils.progress import row_blocks
+from ._base import NeighborMethod, RejectPrediction
 
 
 def elimination_leads(scale, max_neighbors):
@@ -88,7 +89,7 @@ class PlAknn(NeighborMethod):
     the undecided rows whose smallest ``M`` was tied between labels (the
     lower label wins).
 
-    Reasons of a rejection (:mod:`pll.reject.reasons`; ``disambiguate`` gives them
+    Reasons of a rejection (:mod:`pll.methods.reasons`; ``disambiguate`` gives them
     too).  Several labels surviving ``T`` neighbors (the reject rule itself)
     is ``conflict`` when some of the ``T`` neighbors separates two survivors
     (its bag holds one, not the other: the evidence points to different
@@ -115,7 +116,7 @@ class PlAknn(NeighborMethod):
     delta : float, default=0.1
         Confidence parameter ``δ`` in (0, 1).
     support_quantile : float in (0, 1] or None, default=0.99
-        ``q`` of the support radii (:mod:`pll.reject.reasons`); None: no
+        ``q`` of the support radii (:mod:`pll.methods.reasons`); None: no
         ``no_support`` test.
     knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no

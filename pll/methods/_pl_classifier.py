@@ -155,7 +155,7 @@ class PlClassifier(BagWeightClassifier):
         is ``>= threshold`` (0.9: the rule the DST-PLL paper applies to its
         competitors).
     conflict_margin : float in [0, 1], default=0.2
-        Reasons of a rejection (:mod:`pll.reject.reasons`; :meth:`disambiguate`
+        Reasons of a rejection (:mod:`pll.methods.reasons`; :meth:`disambiguate`
         gives them too, from the weights): ``conflict`` when the runner-up's
         probability among the candidates is within ``conflict_margin`` of the
         top one (evidence ``probability_gap``; the margin of PL-kNN, whose

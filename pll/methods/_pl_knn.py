@@ -9,7 +9,7 @@ from numba import njit, types
 from sklearn.utils._param_validation import Interval
 
 from ..utils._random import pick_among, seed_to_int
-from ..reject.reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, VAGUE, assign
+from .reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, VAGUE, assign
 from ._base import NeighborMethod, RejectPrediction
 
 # Scores within this relative distance of the best count as tied.
@@ -68,7 +68,7 @@ class PlKnn(NeighborMethod):
     :class:`~pll.methods.NeighborMethod`): :meth:`decision_function` is the
     winner's share, :meth:`predict_proba` every class's share.
 
-    Reasons of a rejection (:mod:`pll.reject.reasons`; ``disambiguate`` gives them
+    Reasons of a rejection (:mod:`pll.methods.reasons`; ``disambiguate`` gives them
     too), with ``p_ŷ`` the winner's share:
 
     * ``conflict`` when a close rival has neighbors of its own: some other
@@ -93,7 +93,7 @@ class PlKnn(NeighborMethod):
         fewer than two votes.
     vague_bag_size : float >= 1, default=2.0
     support_quantile : float in (0, 1] or None, default=0.99
-        ``q`` of the support radius (:mod:`pll.reject.reasons`); None: no
+        ``q`` of the support radius (:mod:`pll.methods.reasons`); None: no
         ``no_support`` test (and no search of the training rows at ``fit``).
     knn : str, default="auto"
         Neighbor backend (see :func:`pll.neighbors.kneighbors`) used when no

@@ -13,7 +13,7 @@ hot loop indexes 2-d arrays instead of taking row views: array views and
 calls cost reference counting, which dominated the run time.  Every mass is a multiple of ``2^-k``: the arithmetic is exact in
 float64 for ``k <= 52``, so there is no pruning and no rounding.
 
-For the reasons of a rejection (:mod:`pll.reject.reasons`) the kernel also reports,
+For the reasons of a rejection (:mod:`pll.methods.reasons`) the kernel also reports,
 per query, the conflict ``K = m∩(∅)`` (the mass it moves onto ``s̃``) and the
 number of informative neighbors ``j``; the mass the unnormalised combination
 leaves on ``s̃`` is then ``2^-j`` (every informative bpa keeps half of it

@@ -107,7 +107,7 @@ calibration rows without a single candidate are refused.
 
 The reject option accepts a row exactly when its set is a single label, and
 scores it by the confidence ``1 − p`` of its second most conforming label (0 for an empty set).
-Reasons of a rejection (:mod:`pll.reject.reasons`): a set of two or more labels is
+Reasons of a rejection (:mod:`pll.methods.reasons`): a set of two or more labels is
 a ``conflict`` (several labels conform as well as the calibration labels
 do); an empty set is ``no_support`` (no label conforms that well: the
 conformal reading of "out of distribution").
@@ -129,7 +129,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..errors import InvalidDataError, InvalidParameterError, NotFittedError
 from ..methods._base import RejectPrediction, without_support_test
 from ..methods._dst_pll import DstPll
-from .reasons import CONFLICT, NO_SUPPORT, assign
+from ..methods.reasons import CONFLICT, NO_SUPPORT, assign
 from ..utils.validation import check_fitted, check_params, encode_bags
 
 PROCEDURES = {

@@ -21,7 +21,7 @@ from ..methods._base import RejectPrediction
 from ..neighbors import kneighbors, nearest_by_group
 from ..neighbors.grouped import nearest_own_and_other
 from ..neighbors.result import check_indices
-from .reasons import CONFLICT, NO_SUPPORT, assign
+from ..methods.reasons import CONFLICT, NO_SUPPORT, assign
 from ..utils.validation import check_fitted, check_params, check_X, class_positions
 
 FILTERS = ("none", "density", "uncertainty")
@@ -473,7 +473,7 @@ def partial_label_trust(X, S, labels, accepted, class_sets=DEFAULT_CLASS_SETS, *
 def with_trust(prediction, score, threshold=DEFAULT_THRESHOLD, *, no_support=None):
     """``prediction`` with its reject option replaced by the trust score: accept iff ``score > threshold``.
 
-    Reasons (:mod:`pll.reject.reasons`): ``no_support`` where the row is far from the
+    Reasons (:mod:`pll.methods.reasons`): ``no_support`` where the row is far from the
     training data, else ``conflict``: a rejected ``ξ ≤ threshold`` says the
     nearest other class is at most ``threshold`` times as far as the
     predicted one, i.e. about as close.  "Far" is ``no_support`` when given

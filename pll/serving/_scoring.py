@@ -27,13 +27,14 @@ from ..utils.atomic_files import write_atomically
 from ..experiment.catalog import DEFAULT_CONFORMAL_ALPHA
 from ..errors import DataFileError, InvalidDataError, InvalidParameterError
 from ..evaluation import calibrate_thresholds
-from ..experiment import CalibrationSplit, Judge, MethodRun, holdout_split
+from ..evaluation import Judge
+from ..experiment import CalibrationSplit, MethodRun, holdout_split
 from ..evaluation._reject import DEFAULT_LAMBDAS
 from ..preprocessing import make_features
 from ..methods import make_method
 from ..methods._base import set_labels
 from ..neighbors import use_backend
-from ..reject.reasons import REJECTIONS
+from ..methods.reasons import REJECTIONS
 from ..utils.validation import check_fraction, check_lambdas as _check_lambdas
 
 TABLE_FORMATS = (".csv", ".parquet")
@@ -287,11 +288,11 @@ def calibrate_threshold(ds, holdout: Holdout, lam) -> dict:
 
     With true labels, :func:`pll.evaluation.calibrate_thresholds`; without,
     from the bags alone: the upper bound of ``R_λ`` is minimised
-    (:func:`pll.reject.bag_bounds.calibrate_thresholds_from_bags`).  Returns
+    (:func:`pll.evaluation.bag_bounds.calibrate_thresholds_from_bags`).  Returns
     ``threshold``, ``risk`` (held-out, the upper bound without labels),
     ``rejection_rate`` and, without labels, ``risk_lower`` and ``rejects_all``.
     """
-    from ..reject.bag_bounds import calibrate_thresholds_from_bags
+    from ..evaluation.bag_bounds import calibrate_thresholds_from_bags
 
     pred = holdout.predict()
     if ds.y is not None:
@@ -561,7 +562,7 @@ def summarize(scored) -> dict:
 
 
 def reason_counts(scored) -> dict:
-    """``rejected_<code>``: the rejected rows of each reason (:mod:`pll.reject.reasons`); empty without a ``reason`` column."""
+    """``rejected_<code>``: the rejected rows of each reason (:mod:`pll.methods.reasons`); empty without a ``reason`` column."""
     if "reason" not in scored:
         return {}
     reason = scored["reason"].to_numpy()

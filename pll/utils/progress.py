@@ -40,6 +40,15 @@ def blocks(n_rows, step):
     return [slice(s, min(s + step, n_rows)) for s in range(0, n_rows, step)]
 
 
+BLOCK_BYTES = 32 * 2**20
+"""Rows per block are chosen so that a block's work arrays (rows, k, l) stay near this size."""
+
+
+def row_blocks(n_rows, bytes_per_row):
+    """Slices over ``n_rows`` whose per-block memory stays near :data:`BLOCK_BYTES`."""
+    return blocks(n_rows, max(1, BLOCK_BYTES // max(int(bytes_per_row), 1)))
+
+
 @dataclass(frozen=True)
 class Progress:
     """Where one loop stands: ``done`` of ``total`` rows after ``seconds``; ``str()`` gives the console line."""

@@ -34,7 +34,8 @@ def _prefix(source):
     return f"{source}: " if source else ""
 
 
-def _is_sparse(X):
+def is_sparse(X):
+    """Whether ``X`` is a scipy sparse matrix, without importing scipy."""
     sparse = sys.modules.get("scipy.sparse")  # a sparse matrix cannot exist before scipy.sparse is imported
     return sparse is not None and sparse.issparse(X)
 
@@ -47,7 +48,7 @@ def check_features(X, what, *, where=at_row, allow_empty=False):
     A float32 array stays float32; other numbers become float64.  No rows is
     an error unless ``allow_empty``.
     """
-    if _is_sparse(X):
+    if is_sparse(X):
         raise InvalidDataError(f"{what}: sparse input is not supported; pass a dense array (X.toarray())")
     try:
         X = np.asarray(X)
@@ -201,7 +202,7 @@ def check_nonempty(n, what="rows"):
 # --- Candidate sets in the forms an estimator's fit takes ----------------------------------------
 
 
-def _label_sets(S):
+def label_sets(S):
     """``S`` as a list of label sets when every row is a set or frozenset, else None."""
     if isinstance(S, (list, tuple)) or (isinstance(S, np.ndarray) and S.ndim == 1 and S.dtype == object):
         rows = list(S)
@@ -263,9 +264,9 @@ def encode_bags(S, n_rows, classes=None, *, what="candidate sets", unknown="erro
     """
     if S is None:
         raise InvalidDataError(f"no {what}: fit requires y to be passed, but the target y is None")
-    if _is_sparse(S):
+    if is_sparse(S):
         S = S.toarray()
-    sets = _label_sets(S)
+    sets = label_sets(S)
     if sets is None:
         S = np.asarray(S)
         if S.ndim == 2:

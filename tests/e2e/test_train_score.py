@@ -31,7 +31,7 @@ from pll.errors import (
 )
 from pll.methods import METHODS, make_method
 from pll.neighbors import kneighbors
-from pll.reject.reasons import REJECTIONS
+from pll.methods.reasons import REJECTIONS
 from pll.serving import (
     LEDGER,
     REVIEW_NEIGHBORS,

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pll.reject.bag_bounds import calibrate_thresholds_from_bags
+from pll.evaluation.bag_bounds import calibrate_thresholds_from_bags
 from pll.reject.conformal import set_report
 from pll.data import PartialLabelDataset, load_dataset
 from pll.errors import InvalidDataError
@@ -25,7 +25,7 @@ from pll.experiment._evaluate import bag_calibrated_metrics
 from pll.methods import METHODS, RejectPrediction
 from pll.noise import apply_noise
 from pll.experiment.presets import SCRIPT_RULES, script_operating_point
-from pll.reject.reasons import REASONS, reason_report
+from pll.methods.reasons import REASONS, reason_report
 
 PER_CLASS_PREFIXES = ("belief", "plausibility", "share")
 

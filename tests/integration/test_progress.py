@@ -19,7 +19,7 @@ import pytest
 import pll
 from pll.data.synthetic import make_partial_label_table
 from pll.errors import InvalidParameterError
-from pll.methods import _base as base
+from pll.utils import progress
 from pll.neighbors import exact, grouped, nearest_by_group
 from pll.utils.progress import MIN_ROWS_ENV, Progress, Stopped, blocks, duration, reporting, track, track_in_parallel
 
@@ -82,7 +82,7 @@ def test_method_predictions_and_disambiguation_report(data, monkeypatch):
     X, Q = data
     S = np.random.default_rng(1).random((X.shape[0], 5)) < 0.4
     S[np.arange(X.shape[0]), np.arange(X.shape[0]) % 5] = True
-    monkeypatch.setattr(base, "BLOCK_BYTES", 8 * (10 + 3 * 5) * 64)  # DST-PLL: 64 rows per block
+    monkeypatch.setattr(progress, "BLOCK_BYTES", 8 * (10 + 3 * 5) * 64)  # DST-PLL: 64 rows per block
     clf = pll.DstPll(n_neighbors=10, random_state=0).fit(X, S)
     quiet = clf.predict_with_reject(Q)
     found, listening = collect()
@@ -293,7 +293,7 @@ def test_a_failed_stage_stops_the_stages_still_running(prefect_harness, stage_ki
 def test_pl_aknn_preprocessing_reports_its_smoothing_and_stops_when_asked(data, monkeypatch):
     """The smoothing loop (minutes at 1M rows) reports each block and ends at the next block after a stop request."""
     X, _ = data
-    monkeypatch.setattr(base, "BLOCK_BYTES", 8 * 10 * 4 * 100)  # 100 rows per block at smooth_k=10, 4 features
+    monkeypatch.setattr(progress, "BLOCK_BYTES", 8 * 10 * 4 * 100)  # 100 rows per block at smooth_k=10, 4 features
     quiet = pll.PlAknnPreprocessor(smooth_k=10, density_k=20).fit_transform(X)
     found, listening = collect()
     with listening:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pll.reject.bag_bounds import (
+from pll.evaluation.bag_bounds import (
     bounds_by_setting,
     calibrate_thresholds_from_bags,
     certainly_right,

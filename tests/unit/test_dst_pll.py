@@ -287,7 +287,7 @@ def test_blocks_do_not_change_results(monkeypatch):
     rng = np.random.default_rng(4)
     S, indices, cand = random_case(rng, 5, 6, 200, density=(0.4, 0.6))
     whole = predict(S, indices, cand, 8)
-    monkeypatch.setattr(pll.methods._base, "BLOCK_BYTES", 2000)
+    monkeypatch.setattr(pll.utils.progress, "BLOCK_BYTES", 2000)
     blocked = predict(S, indices, cand, 8)
     for name in ("labels", "score", "guess", "beliefs", "plausibilities"):
         np.testing.assert_array_equal(getattr(whole, name), getattr(blocked, name))

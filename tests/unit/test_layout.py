@@ -127,7 +127,7 @@ def test_tasks_hold_stage_wrappers_only():
 
 # pll's subpackages (and top-level modules), bottom-up: a subpackage imports only ones before it.
 SUBPACKAGE_ORDER = (
-    "errors", "utils", "data", "noise", "neighbors", "methods", "preprocessing", "reject", "evaluation", "audit",
+    "errors", "utils", "data", "noise", "neighbors", "preprocessing", "methods", "reject", "evaluation", "audit",
     "experiment", "serving", "reporting",
 )
 # What each may import besides itself, at module level or inside a function: what the code imports today.
@@ -139,7 +139,7 @@ SUBPACKAGE_IMPORTS = {
     "noise": {"errors", "utils", "data"},
     "neighbors": {"errors", "utils"},
     "methods": {"errors", "utils", "neighbors"},
-    "preprocessing": {"errors", "utils", "data", "neighbors", "methods"},
+    "preprocessing": {"errors", "utils", "data", "neighbors"},
     "reject": {"errors", "utils", "neighbors", "methods"},
     "evaluation": {"errors", "utils", "methods", "reject"},
     "audit": {"errors", "utils", "neighbors", "preprocessing"},
@@ -150,18 +150,6 @@ SUBPACKAGE_IMPORTS = {
     "reporting": {"utils", "evaluation", "experiment"},
     "pll": set(SUBPACKAGE_ORDER),
 }
-# Imports against the order, each of a module that sits in the wrong subpackage: (importing subpackage, module).
-AGAINST_THE_ORDER = {
-    # Every method gives reasons for its rejections; reject.reasons (numpy and pll.errors only) is read by methods,
-    # while reject's trust scores and conformal sets build on methods.
-    ("methods", "pll.reject.reasons"),
-    # The bounds from bags alone calibrate with evaluation's sweep and name their metrics with its names, while
-    # evaluation judges reject's prediction sets and bag calibration (pll.evaluation._judge, imported on use).
-    ("reject", "pll.evaluation._reject"),
-    ("reject", "pll.evaluation.metric_names"),
-}
-
-
 def subpackage_of(module):
     """``pll.neighbors.index`` -> ``neighbors``, ``pll.audit`` -> ``audit``, ``pll`` -> ``pll``; None outside pll."""
     parts = module.split(".")
@@ -183,27 +171,19 @@ def test_subpackage_table_points_down_the_order():
     for name, allowed in SUBPACKAGE_IMPORTS.items():
         if name != "pll":
             assert all(rank[other] < rank[name] for other in allowed), (name, allowed)
-    for importer, module in AGAINST_THE_ORDER:
-        assert rank[subpackage_of(module)] > rank[importer], (importer, module)
 
 
 def test_each_subpackage_imports_only_the_ones_below_it():
     """No import of pll's subpackages outside the table, relative or absolute, at module level or in a function."""
-    wrong, against = [], defaultdict(list)
+    wrong = []
     for path in library_files():
         importer = subpackage_of(module_name(path))
         for module, line in imports(path):
             imported = subpackage_of(module)
             if imported is None or imported == importer or imported in SUBPACKAGE_IMPORTS[importer]:
                 continue
-            known = next((k for k in AGAINST_THE_ORDER if k[0] == importer and module.startswith(k[1])), None)
-            if known:
-                against[known].append(f"{path.relative_to(ROOT)}:{line}")
-            else:
-                wrong.append(f"{path.relative_to(ROOT)}:{line} ({importer}) imports {module} ({imported})")
+            wrong.append(f"{path.relative_to(ROOT)}:{line} ({importer}) imports {module} ({imported})")
     assert not wrong, "\n".join(wrong)
-    stale = AGAINST_THE_ORDER - set(against)
-    assert not stale, f"no longer imported, drop from AGAINST_THE_ORDER: {sorted(stale)}"
 
 
 def _cycles(graph):

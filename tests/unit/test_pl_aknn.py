@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pll
-import pll.methods._base as base
+import pll.utils.progress as progress
 from pll.errors import InvalidParameterError
 from pll.methods._pl_aknn import elimination_leads
 from pll.neighbors import NeighborResult
-from pll.reject.reasons import CONFLICT, VAGUE
+from pll.methods.reasons import CONFLICT, VAGUE
 from tests.oracles import loop_pl_aknn, nearest
 
 
@@ -215,7 +215,7 @@ def test_blocking_does_not_change_the_result(monkeypatch):
     clf = pll.PlAknn(max_neighbors=40, c1=0.3).fit(X, S, neighbors=nb_train)
     ref, ref_train = clf.predict_with_reject(Q, neighbors=nb), clf.disambiguate()
     assert ref.accept.any() and not ref.accept.all()
-    monkeypatch.setattr(base, "BLOCK_BYTES", 4000)  # a handful of rows per block
+    monkeypatch.setattr(progress, "BLOCK_BYTES", 4000)  # a handful of rows per block
     for got, want in ((clf.predict_with_reject(Q, neighbors=nb), ref), (clf.disambiguate(), ref_train)):
         for field in ("labels", "accept", "score", "guess"):
             assert np.array_equal(getattr(got, field), getattr(want, field))

@@ -1,4 +1,4 @@
-"""Reason codes of rejections (pll.reject.reasons): hand-built cases where each reason must be found, method by method."""
+"""Reason codes of rejections (pll.methods.reasons): hand-built cases where each reason must be found, method by method."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sklearn.base import clone
 import pll
 from pll.errors import InvalidDataError
 from pll.neighbors import NeighborResult, kneighbors
-from pll.reject.reasons import (
+from pll.methods.reasons import (
     CONFLICT,
     LOW_SCORE,
     NO_SUPPORT,
@@ -338,7 +338,7 @@ def test_blocks_do_not_change_reasons(monkeypatch):
     X, S, Qn = noisy_data()
     clf = pll.DstPll().fit(X, S)
     whole = clf.predict_with_reject(Qn)
-    monkeypatch.setattr(pll.methods._base, "BLOCK_BYTES", 8 * (10 + 3 * 4) * 7)  # 7 rows per block
+    monkeypatch.setattr(pll.utils.progress, "BLOCK_BYTES", 8 * (10 + 3 * 4) * 7)  # 7 rows per block
     blocked = clf.predict_with_reject(Qn)
     np.testing.assert_array_equal(whole.reason, blocked.reason)
     for name in whole.evidence:

@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidParameterError, PllError
-from ..evaluation._reject import DEFAULT_LAMBDAS, calibrate_thresholds, calibrated_metrics, threshold_sweep
-from ..evaluation.metric_names import bound_name, calibrated_name
+from ._reject import DEFAULT_LAMBDAS, calibrate_thresholds, calibrated_metrics, threshold_sweep
+from .metric_names import bound_name, calibrated_name
 from ..utils.validation import check_bags, check_labels, check_lambdas, check_nonempty, check_scores
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidDataError
-from ..evaluation import correctness, partial_label_report, reject_report
-from ..reject.bag_bounds import calibrate_thresholds_from_bags
+from ._reject import correctness, partial_label_report, reject_report
+from .bag_bounds import calibrate_thresholds_from_bags
 from ..reject.conformal import set_report
 
 
@@ -20,7 +20,7 @@ class Judge:
     (:func:`pll.experiment.evaluate`) judges its test and validation rows
     so, and a served model's hold-out (:func:`pll.serving.evaluate_holdout`)
     its held-out rows: a model's metrics mean the same wherever it is judged.
-    It applies :mod:`pll.evaluation`'s reports, :mod:`pll.reject.bag_bounds`'s
+    It applies :mod:`pll.evaluation`'s reports, :mod:`pll.evaluation.bag_bounds`'s
     calibration and :mod:`pll.reject.conformal`'s set report to its rows.
 
     Parameters
@@ -88,5 +88,5 @@ class Judge:
         return set_report(pred.sets[self.keep], None if self.ds.y is None else self.ds.y[self.rows])
 
     def bag_calibration(self, pred, lambdas):
-        """Thresholds chosen from the bags alone: each λ's minimises the upper bound of ``R_λ`` (:mod:`pll.reject.bag_bounds`)."""
+        """Thresholds chosen from the bags alone: each λ's minimises the upper bound of ``R_λ`` (:mod:`pll.evaluation.bag_bounds`)."""
         return calibrate_thresholds_from_bags(pred.score, pred.labels, self.ds.S[self.rows], lambdas)
