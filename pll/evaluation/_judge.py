@@ -47,7 +47,7 @@ class Judge:
     Examples
     --------
     >>> import numpy as np, pll
-    >>> from pll.methods import RejectPrediction
+    >>> from pll import RejectPrediction
     >>> S = np.array([[1, 1, 0], [0, 0, 0], [0, 1, 1]], bool)
     >>> ds = pll.PartialLabelDataset(np.zeros((3, 1)), S, None, ["a", "b", "c"], "toy", allow_empty_bags=True)
     >>> judge = Judge(ds, [0, 1, 2], "test")

@@ -185,7 +185,7 @@ class Ipal(NeighborMethod):
     Examples
     --------
     >>> import numpy as np, pll
-    >>> from pll.methods._ipal import Ipal
+    >>> from pll import Ipal
     >>> X = np.array([[0.0, 1.0], [0.1, 1.0], [0.2, 1.0], [1.0, 0.0], [1.0, 0.1], [1.0, 0.2]])
     >>> S = np.array([[1, 1], [1, 0], [1, 0], [1, 1], [0, 1], [0, 1]], dtype=bool)
     >>> clf = Ipal(n_neighbors=2, random_state=0).fit(X, S)

@@ -232,7 +232,7 @@ class PlClassifier(BagWeightClassifier):
     Examples
     --------
     >>> import numpy as np, pll
-    >>> from pll.methods._pl_classifier import PlClassifier
+    >>> from pll import PlClassifier
     >>> X = np.array([[0.0], [0.2], [0.4], [0.6], [1.0], [1.2], [1.4], [1.6]])
     >>> S = [{"a", "b"}, {"a"}, {"a", "c"}, {"a"}, {"b", "c"}, {"c"}, {"c"}, {"a", "c"}]
     >>> clf = PlClassifier(n_folds=2, random_state=0).fit(X, S)
