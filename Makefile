@@ -14,7 +14,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 JOBS ?= auto
 
 # The unit tests on Python 3.13 as well (pyenv's, else python3.13 on the PATH), in a virtual environment of their own.
-PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) python3.13)
+PYTHON313 ?= $(firstword $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.13*/bin/python3.13) python3.13)
 VENV313   := .venv-3.13
 
 .PHONY: run test test-fast test-py313 docs benchmark lock clean
