@@ -8,6 +8,13 @@ machine for as long as the flow runs) or a scheduler address such as
 A LocalCluster's worker processes exit by themselves once this process dies, even by SIGKILL
 (distributed ties them to their parent; gone within 0.1 s here), so they need no watchdog
 such as the Prefect server's (flows/processes.py); its dashboard needs bokeh.
+
+A cluster started elsewhere outlives the run, and so do the Prefect services in its workers that send
+task runs' events and logs: each is made once per process, for the server of the first run that used it.
+A second run with a temporary server of its own would have its task runs sent to the first run's, which
+has stopped (3 of 19 task runs recorded).  So a run on such a cluster flushes and stops those services on
+every worker as it starts and as it ends, while its server still listens: each run's tasks start their own,
+for the server the run names.
 """
 
 from __future__ import annotations
@@ -19,11 +26,26 @@ LOCAL = "local"
 LOOPBACK = "127.0.0.1"
 
 
+FLUSH_SECONDS = 30
+"""How long a worker may take to send the Prefect events and logs it holds as a run ends."""
+STALE_FLUSH_SECONDS = 5
+"""As a run starts: what a worker still holds was meant for an earlier run's server, which may be gone."""
+CONNECT_SECONDS = 10
+"""How long a flush waits for the scheduler to answer."""
+
+
 @contextmanager
 def dask_cluster(dask_address: str | None):
     """Yield the scheduler address to use: None, a fresh LocalCluster's for ``"local"``, else ``dask_address``."""
+    if dask_address is None:
+        yield None
+        return
     if dask_address != LOCAL:
-        yield dask_address
+        _flush_prefect_services(dask_address, STALE_FLUSH_SECONDS)
+        try:
+            yield dask_address
+        finally:
+            _flush_prefect_services(dask_address, FLUSH_SECONDS)
         return
     from distributed import LocalCluster
 
@@ -33,6 +55,23 @@ def dask_cluster(dask_address: str | None):
             yield cluster.scheduler_address
         finally:
             _quiet_while_closing(cluster)
+
+
+def _flush_prefect_services(address, timeout):
+    """On every worker of the cluster at ``address``: send what Prefect's event and log services hold, and stop them."""
+    from distributed import Client
+
+    # No cluster there: nothing to flush, and the run itself says so when it submits its tasks.
+    with suppress(Exception), Client(address, set_as_default=False, timeout=CONNECT_SECONDS) as client:
+        client.run(_flush_worker_services, timeout)
+
+
+def _flush_worker_services(timeout):
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (EventsWorker, APILogWorker):
+        service.drain_all(timeout=timeout, at_exit=False)
 
 
 def _worker_quiet():

@@ -103,8 +103,9 @@ def test_a_local_cluster_serves_its_dashboard():
 def test_no_address_or_a_given_address_starts_nothing():
     with dask_cluster(None) as address:
         assert address is None
-    with dask_cluster("tcp://10.0.0.1:8786") as address:
-        assert address == "tcp://10.0.0.1:8786"
+    given = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there: the flushes find no cluster and say nothing
+    with dask_cluster(given) as address:
+        assert address == given
 
 
 def _listeners(pid=None):
@@ -179,3 +180,32 @@ def test_pll_run_on_a_local_cluster_listens_on_loopback_only(tmp_path):
     assert server_ports and server_ports <= {port for _, port in opened}, (server_ports, opened)
     assert {port for _, port in opened} - server_ports, "no listener of the Dask cluster was seen"
     assert {ip for ip, _ in opened} <= {"127.0.0.1", "::1"}, opened
+
+
+def test_two_runs_in_a_row_on_a_long_lived_cluster_record_every_task_run(hand_started_cluster, tmp_path):
+    """Each ``pll run`` starts its own temporary Prefect server; the workers, started without one, outlive both.
+
+    A worker must send the task runs of the second run to the second run's server, not to the first one's,
+    which has stopped by then (distributed keeps a worker's Prefect event client between runs): Prefect's
+    database holds as many task runs for the second run as for the first, and no worker logs lost events.
+    """
+    import sqlite3
+
+    address, _, _ = hand_started_cluster
+    home = tmp_path / "prefect-home"
+    env = {**os.environ, "PREFECT_HOME": str(home), "PLL_CACHE_DIR": str(tmp_path / "cache"),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env.pop("PREFECT_API_URL", None)  # each run starts its own temporary server
+    for seed in ("0", "1"):
+        run = subprocess.run([str(BIN / "pll"), "run", "--dataset", "iris", "--methods", "pl_knn,dst_pll",
+                              "--knn", "exact", "--stage-tasks", "yes", "--seed", seed, "--dask-address", address],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with sqlite3.connect(home / "prefect.db") as db:
+        counts = dict(db.execute("SELECT flow_run.name, COUNT(task_run.id) FROM flow_run LEFT JOIN task_run "
+                                 "ON task_run.flow_run_id = flow_run.id WHERE flow_run.parent_task_run_id IS NULL "
+                                 "GROUP BY flow_run.id ORDER BY flow_run.created").fetchall())
+    first, second = counts.values()
+    assert first > 5 and second == first, counts
+    logs = "".join((tmp_path / f"dask-{i}.log").read_text() for i in range(3))
+    assert "EventsWorker" not in logs and "may be lost" not in logs, logs[-3000:]
