@@ -20,8 +20,7 @@ from contextlib import suppress
 from pll.experiment import catalog
 from pll_pipeline.tracking.urls import links, prefect_link
 
-from . import processes
-from .processes import GROUP_GRACE_SECONDS, ServerError, free_port, start_group, stop_group, wait_until_healthy
+from .processes import GROUP_GRACE_SECONDS, ServerError, free_port, start_group, stop_group, tie, wait_until_healthy
 
 STARTUP_TIMEOUT_SECONDS = 120
 """How long the server may take to answer; it imports MLflow and migrates a new store (20 s when loaded)."""
@@ -122,7 +121,7 @@ def main(args) -> int:
     keep_log = False
     try:
         process = start_server(tracking_uri, port, log_path)
-        watchdog = processes.tie(process)
+        watchdog = tie(process)
         wait_until_healthy(process, f"{base}/health", "the MLflow server", log_path, STARTUP_TIMEOUT_SECONDS)
         print_links(tracking_uri, base, args.experiment, args.run)
         print(f"Serving on {base} (its log: {log_path}); Ctrl-C stops it.", flush=True)

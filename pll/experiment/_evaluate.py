@@ -11,7 +11,7 @@ from ..evaluation.metric_names import option_metric
 from ..evaluation import Judge
 from .presets import SCRIPT_RULES, script_operating_point, script_score
 from ..methods.reasons import reason_report
-from ..evaluation._reject import (
+from ..evaluation import (
     DEFAULT_LAMBDAS,
     aurc,
     calibrate_thresholds,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import catalog
-from ..evaluation._reject import DEFAULT_LAMBDAS
+from ..evaluation import DEFAULT_LAMBDAS
 from ..neighbors.registry import DEFAULT_BACKEND
 from ._checks import check_protocol
 from ._conformal_stage import DEFAULT_ALPHA

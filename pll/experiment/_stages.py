@@ -25,10 +25,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from . import catalog
-from ..evaluation._reject import DEFAULT_LAMBDAS
+from ..evaluation import DEFAULT_LAMBDAS
 from ..preprocessing import featurize, shares_fit_neighbors
 from ..neighbors.registry import DEFAULT_BACKEND
-from ..noise._models import apply_noise
+from ..noise import apply_noise
 from ._conformal_stage import DEFAULT_ALPHA, conformal_option
 from ._evaluate import evaluate
 from ._holdout import calibration_split, make_split

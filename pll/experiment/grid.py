@@ -74,14 +74,14 @@ import yaml
 from . import catalog
 from ..data import PROTOCOLS
 from ..errors import DataFileError, InvalidParameterError, PllError
-from ..evaluation._reject import compare_methods
+from ..evaluation import compare_methods
 from ._evaluate import LABEL_METRICS, SHARED_LABEL_OPTIONS
 from ._plan import method_run_name, noise_label, pipeline_run_name
 from ..preprocessing import make_features
 from ..methods import METHODS, make_method
 from ..evaluation.metric_names import risk_name
 from ..neighbors.registry import BACKENDS, DEFAULT_BACKEND, check_backend
-from ..noise._models import check_noise
+from ..noise import check_noise
 from .presets import PRESETS, preset_noise_params
 from ..utils.validation import check_fraction, is_positive_int
 

@@ -37,7 +37,7 @@ from scipy import stats
 
 from .catalog import RISK_AGGREGATIONS, TTESTS
 from ..errors import InvalidParameterError
-from ..evaluation._reject import paired_p_values
+from ..evaluation import paired_p_values
 from ..evaluation.metric_names import risk_name
 
 @dataclass(frozen=True)

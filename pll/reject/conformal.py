@@ -127,8 +127,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..errors import InvalidDataError, InvalidParameterError, NotFittedError
-from ..methods._base import RejectPrediction, without_support_test
-from ..methods._dst_pll import DstPll
+from ..methods import DstPll, RejectPrediction, without_support_test
 from ..methods.reasons import CONFLICT, NO_SUPPORT, assign
 from ..utils.validation import check_fitted, check_params, encode_bags
 

@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..errors import InvalidDataError, InvalidParameterError
-from ..methods._base import RejectPrediction
+from ..methods import RejectPrediction
 from ..neighbors import kneighbors, nearest_by_group
 from ..neighbors.grouped import nearest_own_and_other
 from ..neighbors.result import check_indices

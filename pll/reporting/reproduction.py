@@ -18,7 +18,7 @@ from pathlib import PurePath
 import numpy as np
 import pandas as pd
 
-from ..evaluation._reject import DEFAULT_LAMBDAS
+from ..evaluation import DEFAULT_LAMBDAS
 from ..experiment.presets import aggregate_risk, two_sided_p
 from .tables import markdown_table
 

@@ -26,25 +26,23 @@ from ..data.tabular import CANDIDATES
 from ..utils.atomic_files import write_atomically
 from ..experiment.catalog import DEFAULT_CONFORMAL_ALPHA
 from ..errors import DataFileError, InvalidDataError, InvalidParameterError
-from ..evaluation import calibrate_thresholds
-from ..evaluation import Judge
+from ..evaluation import DEFAULT_LAMBDAS, Judge, calibrate_thresholds
 from ..experiment import CalibrationSplit, MethodRun, holdout_split
-from ..evaluation._reject import DEFAULT_LAMBDAS
 from ..preprocessing import make_features
 from ..methods import make_method
 from ..methods._base import set_labels
 from ..neighbors import use_backend
 from ..methods.reasons import REJECTIONS
-from ..utils.validation import check_fraction, check_lambdas as _check_lambdas
+from ..utils.validation import check_fraction, check_lambdas
 
 TABLE_FORMATS = (".csv", ".parquet")
 ROW = "row"
 REVIEW_SUFFIX = ".review.parquet"
 REVIEW_NEIGHBORS = 3
+"""Nearest training rows shown with each scored row (:func:`neighbor_columns`)."""
 OUTPUT_COLUMNS = (ROW, CANDIDATES, "label", "accept", "score", "guess", "reason", "set", "set_size", "neighbor_rows",
                   "neighbor_ids", "neighbor_bags", "neighbor_distances")
 """Columns of every scored output, which no feature of a model may be named (per-class and evidence columns aside)."""
-"""Nearest training rows shown with each scored row (:func:`neighbor_columns`)."""
 
 
 def feature_names(ds) -> list[str]:
@@ -408,7 +406,7 @@ def check_reject_options(threshold=None, reject_lambda=None, conformal_alpha=Non
     if threshold is not None and reject_lambda is not None:
         raise InvalidParameterError("give a threshold or a reject_lambda to choose one, not both")
     if reject_lambda is not None:
-        _check_lambdas((reject_lambda,))
+        check_lambdas((reject_lambda,))
     check_fraction(conformal_alpha, "conformal_alpha", allow_none=True)
 
 
