@@ -21,7 +21,7 @@ VENV313   := .venv-3.13
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[pipeline,test,docs]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[pipeline,team,test,docs]'
 	@touch $@
 
 run: $(STAMP)
@@ -35,7 +35,7 @@ test-fast: $(STAMP)
 
 $(VENV313)/.installed: pyproject.toml constraints.txt
 	@test -x $(VENV313)/bin/python || $(PYTHON313) -m venv $(VENV313)
-	$(VENV313)/bin/python -m pip install --quiet -c constraints.txt -e '.[pipeline,test,docs]'
+	$(VENV313)/bin/python -m pip install --quiet -c constraints.txt -e '.[pipeline,team,test,docs]'
 	@touch $@
 
 test-py313: $(VENV313)/.installed
