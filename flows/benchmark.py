@@ -52,6 +52,7 @@ from pll_pipeline.tracking.runs import (
     start_run,
     unique_run_name,
 )
+from pll_pipeline.tracking.store import handed_on
 
 GRID_KIND = "grid"
 
@@ -160,7 +161,7 @@ def benchmark(
                 for execution in todo:
                     tags = {PARENT_TAG: parent, EXECUTION_KEY_TAG: execution.key, GRID_KEY_TAG: spec.key}
                     cell_tags = {c.variant: {CELL_KEY_TAG: c.key, "pll.cell": c.label} for c in execution.cells}
-                    parameters = {**execution.pipeline_parameters(), "tracking_uri": tracking_uri,
+                    parameters = {**execution.pipeline_parameters(), "tracking_uri": handed_on(tracking_uri),
                                   "experiment": experiment, "dask_address": address, "run_tags": tags,
                                   "method_run_tags": cell_tags, "figures": False}
                     # Each execution a subflow of this flow: it runs in a copy of this thread's Prefect context.

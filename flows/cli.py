@@ -103,7 +103,8 @@ def _choices(names):
 _DASK_HELP = "run the tasks on Dask: 'local' (a LocalCluster) or a scheduler address, e.g. tcp://127.0.0.1:8786"
 
 
-_TRACKING_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
+_TRACKING_HELP = ("MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db); one that holds a "
+                  "password only through $MLFLOW_TRACKING_URI")
 
 
 def _add_data_arguments(parser):
@@ -261,14 +262,15 @@ def preflight(args):
     (:func:`pll_pipeline.flows.checks.content`): a bad cell is refused at once, not after
     the temporary server's start.
     """
-    from pll_pipeline.tracking.store import resolve_tracking_uri
+    from pll_pipeline.tracking.store import handed_on, resolve_tracking_uri
 
     from .checks import COMMANDS, content
 
     if args.command in COMMANDS:
         COMMANDS[args.command](vars(args))
         content(vars(args))
-    args.tracking_uri = resolve_tracking_uri(args.tracking_uri)
+    # A password in --tracking-uri is refused; one in MLFLOW_TRACKING_URI stays there (the flows read it).
+    args.tracking_uri = handed_on(resolve_tracking_uri(args.tracking_uri))
 
 
 def cmd_run(args):
@@ -308,7 +310,7 @@ def cmd_run(args):
     print(markdown_table(table[[c for c in columns if c in table.columns]]))
     print(f"MLflow experiment: {result['experiment']}   pipeline run: {result['run_id']}   "
           f"method runs: {len(result['method_run_ids'])} (its children)")
-    print(f"Tracking store:    {result['tracking_uri']}")
+    print(f"Tracking store:    {ui.shown(result['tracking_uri'])}")
     return 0, f"Open the UI with:  {ui.ui_hint(result['tracking_uri'], run_id=result['run_id'])}"
 
 
@@ -407,7 +409,7 @@ def cmd_train(args):
         experiment=args.experiment,
     )
     print(f"MLflow experiment: {result['experiment']}   run: {result['run_id']}")
-    print(f"Tracking store:    {result['tracking_uri']}")
+    print(f"Tracking store:    {ui.shown(result['tracking_uri'])}")
     if "registered_uri" in result:
         print(f"Registered as:     {result['registered_uri']}")
     print(result["model_uri"])

@@ -57,7 +57,10 @@ def ui_hint(tracking_uri: str, *, run_id: str | None = None, experiment: str | N
 
     It names ``pll`` as it was invoked (:func:`invoked_as`).
     """
-    words = [*invoked_as(), "ui", "--tracking-uri", tracking_uri]
+    from pll_pipeline.tracking.store import holds_password
+
+    # A URI with a password came from MLFLOW_TRACKING_URI, where pll ui finds it too.
+    words = [*invoked_as(), "ui", *([] if holds_password(tracking_uri) else ["--tracking-uri", tracking_uri])]
     if experiment and experiment != catalog.DEFAULT_EXPERIMENT and not run_id:  # a run names its experiment
         words += ["--experiment", experiment]
     if run_id:
@@ -68,11 +71,19 @@ def ui_hint(tracking_uri: str, *, run_id: str | None = None, experiment: str | N
 # --- the server ----------------------------------------------------------------------------------------
 
 
+def shown(tracking_uri: str) -> str:
+    """The URI as printed: without its password (:func:`pll_pipeline.tracking.store.redacted`)."""
+    from pll_pipeline.tracking.store import redacted
+
+    return redacted(tracking_uri)
+
+
 def server_command(tracking_uri: str, port: int) -> list[str]:
+    """The MLflow server's command line; its store comes through the environment (:func:`start_server`), as a
+    password in it must not show in ``ps``."""
     from pll_pipeline.tracking.store import artifact_location
 
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri,
-               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     artifacts = artifact_location(tracking_uri)
     if artifacts:  # beside the database, as the runs write them, not in the working directory
         command += ["--artifacts-destination", artifacts]
@@ -80,7 +91,7 @@ def server_command(tracking_uri: str, port: int) -> list[str]:
 
 
 def start_server(tracking_uri: str, port: int, log_path: str) -> subprocess.Popen:
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_BACKEND_STORE_URI": tracking_uri}
     return start_group(server_command(tracking_uri, port), log_path, env)
 
 
@@ -94,7 +105,7 @@ def _raise_terminated(signum, frame):
 
 def print_links(tracking_uri: str, base: str, experiment: str, run_id: str | None) -> None:
     what, link, tags = links(base, experiment, run_id)
-    print(f"MLflow UI of {tracking_uri}: {what}")
+    print(f"MLflow UI of {shown(tracking_uri)}: {what}")
     print(f"  {link}")
     api_url = os.environ.get("PREFECT_API_URL")
     if api_url:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from pll.errors import TrackingStoreError
 from pll_pipeline.tracking.health import health_problem
@@ -20,10 +21,56 @@ SQLITE_PREFIX = "sqlite:///"
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
-    """The flag's URI, else ``MLFLOW_TRACKING_URI``, else a SQLite store in the working directory; checked."""
+    """The flag's URI, else ``MLFLOW_TRACKING_URI``, else a SQLite store in the working directory; checked.
+
+    A URI given here that holds a password is refused (:func:`refuse_password`): only the environment may
+    give one.
+    """
+    if uri:
+        refuse_password(uri)
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     check_tracking_uri(uri)
     return uri
+
+
+def holds_password(uri: str) -> bool:
+    """True when ``uri`` holds a password (``scheme://user:password@host/...``)."""
+    try:
+        return bool(urlsplit(uri).password)
+    except ValueError:  # not a URL that has a password's place (a bad port, say): MLflow says what is wrong
+        return False
+
+
+def redacted(uri: str) -> str:
+    """``uri`` with its password, if any, as ``***``: what may be printed."""
+    if not holds_password(uri):
+        return uri
+    parts = urlsplit(uri)
+    user, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{user.split(':', 1)[0]}:***@{host}"))
+
+
+def refuse_password(uri: str) -> None:
+    """Raise :class:`TrackingStoreError` if ``uri``, given as an argument, holds a password.
+
+    Every user sees a command line (``ps``), and a flow's arguments are recorded as its Prefect
+    parameters: a password is read from ``MLFLOW_TRACKING_URI`` only.
+    """
+    if holds_password(uri):
+        raise TrackingStoreError(
+            f"the tracking URI {redacted(uri)} holds a password: never pass one as an argument (every user sees "
+            "a command line in ps, and a flow's arguments are recorded); export MLFLOW_TRACKING_URI instead, "
+            "e.g. from a file only you can read (mode 0600)")
+
+
+def handed_on(uri: str) -> str | None:
+    """``uri`` as a command hands it to a flow, or a flow to its subflows: None when it holds a password.
+
+    Such a URI came from ``MLFLOW_TRACKING_URI`` (:func:`resolve_tracking_uri` refuses it elsewhere);
+    the receiver, in the same process, resolves None from the same environment, and its recorded
+    parameters hold no password.
+    """
+    return None if holds_password(uri) else uri
 
 
 def artifact_location(tracking_uri: str) -> str | None:
