@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from importlib.util import find_spec
 from pathlib import Path
 
 import pandas as pd
@@ -46,6 +47,8 @@ try:
     postgres_binaries()
 except TeamSetupError as exc:
     pytest.skip(f"no PostgreSQL here: {exc}", allow_module_level=True)
+if find_spec("psycopg") is None:
+    pytest.skip("no psycopg, MLflow's PostgreSQL driver: pip install 'pll-reject[pipeline,team]'", allow_module_level=True)
 
 
 def _clean_env(**extra):
