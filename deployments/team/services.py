@@ -314,6 +314,7 @@ def start(folder, *, dask_workers: int = 0, mlflow_workers: int = 2) -> dict:
     for name in ("postgres", *SERVICES[:3]):
         ports.setdefault(name, free_port())
     state["services"] = {}
+    state["service_user"] = user.pw_name if user else None  # stop runs pg_ctl as the same user
     layout.save(state)
     for path in (layout.artifacts, layout.logs, layout.cache):
         path.mkdir(mode=0o700, exist_ok=True)
@@ -439,7 +440,8 @@ def stop(folder) -> list[str]:
             del services[name]
             layout.save(state)
     if postgres_running(layout):
-        pg_ctl(layout, service_user(), "-w", "-t", "60", "-m", "fast", "stop", what="PostgreSQL's stop (pg_ctl)")
+        user = pwd.getpwnam(state["service_user"]) if state.get("service_user") else None
+        pg_ctl(layout, user, "-w", "-t", "60", "-m", "fast", "stop", what="PostgreSQL's stop (pg_ctl)")
         stopped.append("postgres")
     return stopped
 
