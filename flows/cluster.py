@@ -20,7 +20,10 @@ for the server the run names.
 from __future__ import annotations
 
 import logging
+import time
+from collections import Counter
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 
 LOCAL = "local"
 LOOPBACK = "127.0.0.1"
@@ -92,6 +95,89 @@ def _quiet_while_closing(cluster):
     logging.getLogger("distributed.batched").setLevel(logging.WARNING)
     with suppress(Exception), Client(cluster, set_as_default=False) as client:  # a worker gone has nothing to say
         client.run(_worker_quiet)
+
+
+@dataclass(frozen=True)
+class LostWorker:
+    """A worker the cluster lost while a run used it, and the tasks it held that ran again elsewhere."""
+
+    address: str
+    name: str
+    tasks: tuple[str, ...]
+
+    def line(self) -> str:
+        counts = Counter(self.tasks)
+        tasks = ", ".join(f"{t} × {n}" if n > 1 else t for t, n in sorted(counts.items())) or "none"
+        return f"Dask worker {self.name} ({self.address}) lost during the run; tasks run again elsewhere: {tasks}"
+
+
+class FlowCluster:
+    """A flow run's dealings with the Dask cluster of its task runner (with any other runner: none).
+
+    **Values sent once.**  Handed over as they are, a task's arguments travel inside its task graph: the
+    scheduler holds every array, and the same rows cross the network once for each task that reads them (17
+    "large graph" warnings in one 50,000-row run).  :meth:`send` scatters each value once, as it first goes to a
+    task (:func:`pll.neighbors.sharded.send`: with a spare copy, so a lost worker loses no value a task still
+    reads), and the task takes its future.
+
+    **Lost workers said.**  The scheduler reruns what a killed worker held, and the run's results do not change;
+    :meth:`lost_workers` reads the scheduler's events since the run began, so that the run can say which worker
+    it lost and which tasks ran again (the stages by the labels :meth:`name_task` gave them).
+    """
+
+    def __init__(self, task_runner, since: float | None = None):
+        """``since``: when the run began (default: now); the scheduler's events carry its clock, this machine's."""
+        from prefect_dask import DaskTaskRunner
+
+        self._client = task_runner.client if isinstance(task_runner, DaskTaskRunner) else None
+        self._sent, self._labels, self._since = {}, {}, time.time() if since is None else since
+        if self._client is not None:
+            workers = self._client.scheduler_info(n_workers=-1)["workers"]
+            self._names = {address: str(w.get("name", address)) for address, w in workers.items()}
+
+    def send(self, names, values) -> tuple:
+        """``values`` (named ``names``), as the arguments of a task."""
+        if self._client is None:
+            return tuple(values)
+        from pll.neighbors.sharded import send
+
+        for name, value in zip(names, values):
+            if name not in self._sent:
+                self._sent[name] = send(self._client, value)
+        return tuple(self._sent[name] for name in names)
+
+    def keep(self, names) -> None:
+        """Let the cluster drop every value sent that is not in ``names``."""
+        for name in [n for n in self._sent if n not in names]:
+            self._sent.pop(name).release()
+
+    def name_task(self, future, label: str) -> None:
+        """Call the Dask task behind the Prefect ``future`` ``label`` when a lost worker's tasks are listed."""
+        if self._client is not None:
+            self._labels[future.wrapped_future.key] = label
+
+    def lost_workers(self) -> list[LostWorker]:
+        """The workers the scheduler removed unexpectedly (killed, crashed, unreachable) since this run began.
+
+        A worker closed on purpose (a cluster shutting down or scaled down) is not lost; tasks without a
+        label are named by their key's prefix (``pll-knn-query``).
+        """
+        if self._client is None:
+            return []
+        from dask.utils import key_split
+
+        return [LostWorker(address, self._names.get(address, address),
+                           tuple(self._labels.get(k, key_split(k)) for k in keys))
+                for address, keys in self._client.run_on_scheduler(_removed_workers, self._since)]
+
+
+def _removed_workers(since, dask_scheduler=None):
+    """On the scheduler: ``(address, keys of the tasks it held)`` of each worker removed unexpectedly since
+    ``since``, as plain data (some of the scheduler's events hold objects that do not leave it)."""
+    return [(event["worker"], [str(k) for k in (*event.get("processing-tasks", ()),
+                                                *event.get("lost-computed-tasks", ()))])
+            for stamp, event in dask_scheduler.get_events("all")
+            if stamp >= since and event.get("action") == "remove-worker" and not event.get("expected")]
 
 
 def on_dask(flow, scheduler_address: str | None):

@@ -14,6 +14,7 @@ from prefect.runtime import flow_run
 from threadpoolctl import threadpool_limits
 
 from pll_pipeline.flows import LOG_PRINTS, checks
+from pll_pipeline.flows.cluster import FlowCluster
 from pll_pipeline.flows.links import flow_run_tags, name_flow_run, publish_table, tag_flow_run
 from pll_pipeline.flows.tracked import ending_on_error
 from pll.experiment import catalog
@@ -34,7 +35,7 @@ from pll.noise import describe_noise
 from pll.reporting.tables import markdown_table
 from pll_pipeline.cache.policy import bounded, lineage_keys
 from pll_pipeline.tasks.ingest import ingest
-from pll_pipeline.tracking.pipeline import RUN_KIND, log_results
+from pll_pipeline.tracking.pipeline import RUN_KIND, log_lost_workers, log_results
 from pll_pipeline.tasks.progress import stop_stages
 from pll_pipeline.tasks.stages import run_protocol, run_stage
 from pll_pipeline.tracking.runs import (
@@ -46,7 +47,7 @@ from pll_pipeline.tracking.runs import (
 )
 
 
-def submit_protocol(protocol: Protocol, raw) -> RunResult:
+def submit_protocol(protocol: Protocol, raw, cluster: FlowCluster) -> RunResult:
     """The stages of ``protocol`` as Prefect tasks, each submitted once the values it reads exist.
 
     A feature pipeline's neighbor search, its methods and their trust scores
@@ -58,7 +59,7 @@ def submit_protocol(protocol: Protocol, raw) -> RunResult:
     that reads it has finished.  At the first stage that fails, the others
     are asked to stop at their next block of rows
     (:func:`pll_pipeline.tasks.progress.stop_stages`) and its own error is raised, not
-    minutes later.
+    minutes later.  On a Dask cluster each value goes to the workers once (:class:`FlowCluster`).
     """
     stage_task = bounded(run_stage, raw.n_rows)
     keys = lineage_keys(protocol, {"raw": raw})
@@ -67,7 +68,9 @@ def submit_protocol(protocol: Protocol, raw) -> RunResult:
     def submit_ready():
         for stage in [s for s in waiting if values.ready(s)]:
             waiting.remove(stage)
-            running[stage_task.submit(stage, keys[stage.writes], values.inputs(stage))] = stage
+            future = stage_task.submit(stage, keys[stage.writes], cluster.send(stage.reads, values.inputs(stage)))
+            cluster.name_task(future, stage.label)
+            running[future] = stage
 
     # Parallel work comes from the stages, side by side on the flow's threads, as on Dask's workers, which
     # start with one BLAS thread each: a BLAS thread pool of its own per product only spins between the cell
@@ -80,6 +83,7 @@ def submit_protocol(protocol: Protocol, raw) -> RunResult:
             if not future.state.is_completed():
                 stop_stages(FlowRunContext.get().flow_run.id)
             values.record(running.pop(future), future.result())
+            cluster.keep(values.held)
             submit_ready()
     return values.result
 
@@ -180,6 +184,8 @@ def pipeline(
                        description)
     tag_flow_run(run_id)
     logger = get_run_logger()
+    flow_context = FlowRunContext.get()
+    cluster = FlowCluster(flow_context.task_runner, since=flow_context.flow_run.start_time.timestamp())
     with ending_on_error(tracking_uri, run_id):
         raw = ingest(dataset, protocol, noisy_bags, mat_variables)
         declared = declare_protocol(plan, seed=seed, noise=noise, noise_params=noise_params,
@@ -187,8 +193,9 @@ def pipeline(
                                     conformal_alpha=conformal_alpha)
         staged = stage_tasks if stage_tasks is not None else raw.n_rows >= catalog.STAGE_TASKS_MIN_ROWS
         # Submitted, not called: on a Dask task runner the protocol runs on a worker, like the stages would.
-        result = (submit_protocol(declared, raw) if staged
-                  else bounded(run_protocol, raw.n_rows).submit(declared, raw).result())
+        result = (submit_protocol(declared, raw, cluster) if staged
+                  else bounded(run_protocol, raw.n_rows).submit(declared, *cluster.send(["raw"], [raw])).result())
+        lost = cluster.lost_workers()
         ds, rows, neighbor_sets, outputs, evaluation = (
             result.data, result.rows, result.neighbors, result.outputs, result.evaluation)
         summary = ds.summary()
@@ -203,8 +210,11 @@ def pipeline(
                        "run_params": _conformal_params(outputs)}
         method_run_ids = log_results(tracking_uri, run_id, summary, evaluation, knn_metrics, backends, method_runs,
                                      figures)
+        log_lost_workers(tracking_uri, run_id, lost)
     labels = describe_noise(summary.get("noise"), summary.get("noise_params"))
     _log_stages(logger, summary, labels, rows, neighbor_sets, knn_metrics, evaluation, outputs)
+    for worker in lost:
+        logger.warning(worker.line())
     table = evaluation.table
     publish_table(markdown_table(table), f"Metrics of {name} (MLflow run {run_id})")
     logger.info(f"MLflow: parent run {run_id} ({name}), method runs "

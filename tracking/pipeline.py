@@ -28,6 +28,7 @@ from pll.evaluation.metric_names import option_metric, risk_name
 from pll.reporting.plots import precision_figure, risk_figure, tradeoff_figure
 from pll.reporting.report import run_report
 from pll.reporting.tables import risk_table
+from pll_pipeline.tracking.urls import LOST_WORKERS_TAG, RERUN_TASKS_TAG
 from pll_pipeline.tracking.runs import (
     DESCRIPTION_TAG,
     KIND_TAG,
@@ -145,6 +146,14 @@ def log_method_runs(tracking_uri: str, parent_run_id: str, context: dict, runs, 
         upload(client, run_id, files)
         client.set_terminated(run_id, "FINISHED")
     return ids
+
+
+def log_lost_workers(tracking_uri: str, run_id: str, lost) -> None:
+    """Tag the pipeline run with the Dask workers it lost (:class:`pll_pipeline.flows.cluster.LostWorker`), if any."""
+    if lost:
+        log_entries(MlflowClient(tracking_uri), run_id, tags={
+            LOST_WORKERS_TAG: ", ".join(f"{w.name} ({w.address})" for w in lost),
+            RERUN_TASKS_TAG: "; ".join(", ".join(w.tasks) or "none" for w in lost)})
 
 
 @task(name="log-results", cache_policy=NO_CACHE)

@@ -25,6 +25,9 @@ FLOW_RUN_ID_TAG = "prefect.flow_run_id"
 FLOW_RUN_NAME_TAG = "prefect.flow_run_name"
 FLOW_RUN_URL_TAG = "prefect.flow_run_url"
 """Tags a tracked run carries of the Prefect flow run that made it."""
+LOST_WORKERS_TAG = "pll.dask.lost_workers"
+RERUN_TASKS_TAG = "pll.dask.rerun_tasks"
+"""Tags of a pipeline run during which the Dask cluster lost workers: which, and the tasks they held that ran again."""
 
 
 # --- links -------------------------------------------------------------------------------------------

@@ -105,6 +105,11 @@ class StageValues:
                 del self._values[name]
 
     @property
+    def held(self) -> frozenset:
+        """The names of the values still held."""
+        return frozenset(self._values)
+
+    @property
     def result(self):
         """The last stage's value."""
         return self._values[self._result_name]

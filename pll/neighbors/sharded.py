@@ -1,22 +1,24 @@
 """Distributed k-nearest-neighbor search: the training set sharded over Dask workers.
 
-Each shard's index is the result of a Dask task whose inputs (the shard's rows)
-travel inside the task itself, so the scheduler can rerun it elsewhere: when a
-worker dies, its shards are rebuilt and the lost query blocks recomputed.  The
-client holds the shard futures, so an index is built once per shard and stays
-on its worker, warm (numba compiled), for every later query.  Query blocks go
-to every shard; the per-shard top-k lists, already in float64, are merged by
-(distance, index), which for exact shards gives exactly the exact result.
+Arrays reach the workers by scatter (:func:`send`), never inside a task graph,
+which the scheduler would hold and resend with every task that reads it.  Each
+shard's rows are sent once, and kept on a second worker too, so the scheduler
+can rebuild a shard elsewhere when its worker dies; each block of query rows is
+sent once to every worker, since every shard searches it.  The client holds the
+shard futures, so an index is built once per shard and stays on its worker,
+warm (numba compiled), for every later query.  The per-shard top-k lists,
+already in float64, are merged by (distance, index), which for exact shards
+gives exactly the exact result.
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 
-import dask
 import numpy as np
 
 from ..utils.validation import check_positive_int
@@ -80,6 +82,34 @@ def _waiting():
         rejoin()
 
 
+SPARE_COPIES = 2
+"""Workers that hold each array :func:`send` scatters: one may die and the tasks that read the array still run."""
+
+
+SEND_TRIES = 5
+SEND_BACKOFF_SECONDS = 1.0
+
+
+def send(client, value, *, everywhere=False):
+    """``value`` on the cluster of ``client``, as a future that tasks take in its place.
+
+    Scattered once, not embedded in a task graph; kept on :data:`SPARE_COPIES`
+    workers (``everywhere``: on every worker), so that a lost worker loses no
+    value that a task still to run, or to rerun, reads.
+    """
+    for attempt in range(SEND_TRIES):
+        try:
+            future = client.scatter([value], hash=False, broadcast=everywhere)[0]
+            copies = min(SPARE_COPIES, len(client.scheduler_info()["workers"]))
+            if not everywhere and copies > 1:
+                client.replicate([future], n=copies)
+            return future
+        except OSError:  # a worker died as the value went to it: sent again once the scheduler has let it go
+            if attempt == SEND_TRIES - 1:
+                raise
+            time.sleep(SEND_BACKOFF_SECONDS * (attempt + 1))
+
+
 @atexit.register
 def _close_local_clients():
     for client in _LOCAL_CLIENTS.values():
@@ -117,8 +147,9 @@ def build_shard(X_shard, offset, k, backend, options):
     return Shard(index, offset, X_shard.shape[0])
 
 
-def search_shard(shard, Q, k, exclude, breadth=0):
-    """Dask task: one query block against one shard."""
+def search_shard(shard, block, k, breadth=0):
+    """Dask task: one query block, ``(Q, exclude)``, against one shard."""
+    Q, exclude = block
     return shard.search(Q, k, exclude, breadth)
 
 
@@ -187,7 +218,7 @@ class ShardedIndex:
         self._build_args = (X_train, k, shard_backend, shard_options, random_state)
         self.breadth = self.depth = 0
         self.max_breadth = MAX_BREADTH if self.approximate else 0
-        self.shards = []
+        self.shards, self._rows = [], []
         self._build()
 
     def _build(self):
@@ -196,20 +227,21 @@ class ShardedIndex:
         if self.depth:
             options = {**options, "depth": self.depth}
         self._token = uuid.uuid4().hex
-        # The rows travel inside the build tasks on purpose: that is what lets Dask rerun them.
-        with dask.config.set({"distributed.admin.large-graph-warning-threshold": "4GB"}):
-            self.shards = [
-                self.client.submit(
-                    build_shard,
-                    np.ascontiguousarray(X_train[a:b]),
-                    int(a),
-                    k,
-                    backend,
-                    self._seeded(backend, options, random_state, a),
-                    key=f"pll-knn-shard-{self._token}-{i}",
-                )
-                for i, (a, b) in enumerate(zip(self._bounds[:-1], self._bounds[1:]))
-            ]
+        if not self._rows:  # sent once; a deeper rebuild reads the same rows
+            self._rows = [send(self.client, np.ascontiguousarray(X_train[a:b]))
+                          for a, b in zip(self._bounds[:-1], self._bounds[1:])]
+        self.shards = [
+            self.client.submit(
+                build_shard,
+                rows,
+                int(a),
+                k,
+                backend,
+                self._seeded(backend, options, random_state, a),
+                key=f"pll-knn-shard-{self._token}-{i}",
+            )
+            for i, (rows, a) in enumerate(zip(self._rows, self._bounds[:-1]))
+        ]
         with _waiting():
             for future in self.shards:
                 future.result()  # a failed build raises here, not at the first query
@@ -261,10 +293,12 @@ class ShardedIndex:
             if b is None:
                 return
             rows = slice(start, min(start + self.block_rows, n_query))
-            parts[b] = (rows, [None] * len(self.shards))
+            # Held until every shard's result is in: a result lost with its worker is recomputed from it.
+            block = send(self.client, (np.ascontiguousarray(Q[rows]), exclude[rows]), everywhere=True)
+            parts[b] = (rows, [None] * len(self.shards), block)
             for s, shard in enumerate(self.shards):
                 future = self.client.submit(
-                    search_shard, shard, Q[rows], k, exclude[rows], breadth, key=f"pll-knn-query-{self._token}-{uuid.uuid4().hex}"
+                    search_shard, shard, block, k, breadth, key=f"pll-knn-query-{self._token}-{uuid.uuid4().hex}"
                 )
                 meta[future.key] = (b, s)
                 running.add(future)
@@ -274,7 +308,7 @@ class ShardedIndex:
         with _waiting():
             for future in running:
                 b, s = meta.pop(future.key)
-                rows, found = parts[b]
+                rows, found, _ = parts[b]
                 found[s] = future.result()
                 future.release()
                 if all(f is not None for f in found):
@@ -295,8 +329,8 @@ class ShardedIndex:
     def close(self):
         """Release the shards (and the client, if this index opened it)."""
         if self.shards:
-            self.client.cancel(self.shards)
-            self.shards = []
+            self.client.cancel(self.shards + self._rows)
+            self.shards, self._rows = [], []
         if self._own_client is not None:
             self._own_client.close()
             self._own_client = None

@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.processes import descendants, free_port, still_running
 from pll_pipeline.tracking.health import health_problem
+from pll_pipeline.tracking.urls import LOST_WORKERS_TAG, RERUN_TASKS_TAG
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -324,6 +325,11 @@ def test_a_dask_worker_killed_during_the_run_changes_nothing(session, undisturbe
     assert process.returncode == 0, output
     clean(output)
     assert method_metrics(session.env["MLFLOW_TRACKING_URI"]) == undisturbed["run"]
+    # ... and says so: one console line, and the pipeline run's tags, name the worker lost.
+    (line,) = [line for line in output.splitlines() if "lost during the run" in line]
+    client = MlflowClient(session.env["MLFLOW_TRACKING_URI"])
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.`pll.kind` = 'pipeline'")
+    assert run.data.tags[LOST_WORKERS_TAG] in line and run.data.tags[RERUN_TASKS_TAG] in line
 
 
 def _cmdline(process):

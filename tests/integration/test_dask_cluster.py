@@ -209,3 +209,64 @@ def test_two_runs_in_a_row_on_a_long_lived_cluster_record_every_task_run(hand_st
     assert first > 5 and second == first, counts
     logs = "".join((tmp_path / f"dask-{i}.log").read_text() for i in range(3))
     assert "EventsWorker" not in logs and "may be lost" not in logs, logs[-3000:]
+
+
+def _method_metrics(uri):
+    """{method run name: its metrics without timings} of the method runs in store ``uri``."""
+    client = MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.`pll.kind` = 'method'")
+    return {r.info.run_name: {k: v for k, v in r.data.metrics.items() if "seconds" not in k} for r in runs}
+
+
+def test_a_worker_killed_mid_run_on_a_hand_started_cluster_is_said_and_changes_nothing(hand_started_cluster,
+                                                                                      tmp_path):
+    """The drill of a killed worker, on the README's cluster: the run finishes with the metrics of an undisturbed
+    run, and one console line and the pipeline run's tags name the worker and the tasks that ran again."""
+    from pll.data.synthetic import make_partial_label_table
+    from pll_pipeline.tracking.urls import LOST_WORKERS_TAG, RERUN_TASKS_TAG
+
+    address, client, _ = hand_started_cluster
+    make_partial_label_table(20_000, random_state=3).to_parquet(tmp_path / "table.parquet")
+    command = [str(BIN / "pll"), "run", "--dataset", "table.parquet", "--methods", "pl_knn,dst_pll", "--knn", "exact",
+               "--stage-tasks", "yes", "--dask-address", address]
+
+    def env(name):
+        environment = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"),
+                       "PLL_CACHE_DIR": str(tmp_path / f"cache-{name}"),
+                       "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / name}.db"}
+        environment.pop("PREFECT_API_URL", None)
+        return environment
+
+    undisturbed = subprocess.run(command, cwd=tmp_path, env=env("undisturbed"), capture_output=True, text=True,
+                                 timeout=900)
+    assert undisturbed.returncode == 0, undisturbed.stdout[-3000:] + undisturbed.stderr[-3000:]
+    assert "lost during the run" not in undisturbed.stdout + undisturbed.stderr
+
+    with open(tmp_path / "killed.log", "w") as log:
+        run = subprocess.Popen(command, cwd=tmp_path, env=env("killed"), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 600
+        busy = {}
+        while not busy:  # a worker in the middle of one of the run's stages
+            assert run.poll() is None and time.monotonic() < deadline, (tmp_path / "killed.log").read_text()[-3000:]
+            busy = {w: keys for w, keys in client.processing().items() if any(k.startswith("run_stage") for k in keys)}
+            time.sleep(0.05)
+        victim = next(iter(busy))
+        os.kill(client.run(os.getpid, workers=[victim])[victim], 9)
+        assert run.wait(timeout=900) == 0, (tmp_path / "killed.log").read_text()[-3000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            run.kill()
+    output = (tmp_path / "killed.log").read_text()
+    lines = [line for line in output.splitlines() if "lost during the run" in line]
+    assert len(lines) == 1 and victim in lines[0] and "stage " not in lines[0].split("elsewhere:")[0], lines
+    assert "Traceback" not in output, output[-3000:]
+
+    uri = f"sqlite:///{tmp_path / 'killed'}.db"
+    store = MlflowClient(uri)
+    (pipeline_run,) = store.search_runs([e.experiment_id for e in store.search_experiments()],
+                                        "tags.`pll.kind` = 'pipeline'")
+    assert victim in pipeline_run.data.tags[LOST_WORKERS_TAG]
+    rerun = pipeline_run.data.tags[RERUN_TASKS_TAG]
+    assert rerun != "none" and rerun in lines[0]
+    assert _method_metrics(uri) == _method_metrics(f"sqlite:///{tmp_path / 'undisturbed'}.db")
