@@ -16,6 +16,11 @@ from pll.neighbors import kneighbors
 from tests.oracles import nearest
 
 
+def audit_neighbors(*args, **kwargs):
+    """The audit by the neighbors alone, whose mathematics these tests check (the learners' are checked in test_audit_learners.py)."""
+    return audit_bags(*args, learners=None, **kwargs)
+
+
 def two_clusters(seed=0, per_cluster=20):
     """Cluster A (classes 0, sometimes with 2) near 0, cluster B (classes 1, sometimes with 2) near 10."""
     rng = np.random.default_rng(seed)
@@ -44,7 +49,7 @@ def test_a_planted_bag_of_the_other_cluster_ranks_first(weights, refine, planted
     right = 0 if planted < 20 else 1
     S[planted] = False
     S[planted, 1 - right] = True  # the other cluster's label only
-    table = audit_bags(X, S, n_neighbors=5, weights=weights, refine=refine, classes=["a", "b", "c"])
+    table = audit_neighbors(X, S, n_neighbors=5, weights=weights, refine=refine, classes=["a", "b", "c"])
     top = table.iloc[0]
     assert top["row"] == planted
     assert top["bag"] == "ab"[1 - right]
@@ -59,7 +64,7 @@ def test_a_wrong_bag_among_many_labels_is_found_and_a_right_big_bag_is_not():
     X, S = two_clusters(seed=1)
     S[5] = [False, True, True]  # two labels, both wrong for cluster A
     S[6] = [True, True, True]  # every label: certainly holds the truth
-    table = audit_bags(X, S, n_neighbors=6)
+    table = audit_neighbors(X, S, n_neighbors=6)
     assert table["row"].iloc[0] == 5
     assert table.loc[table["row"] == 6, "suspicion"].item() == pytest.approx(0.0)
     assert table.loc[table["row"] == 6, "best_out"].item() == 0.0
@@ -109,7 +114,7 @@ def test_a_rows_own_bag_never_changes_its_support(refine):
             after = neighbor_support(changed, nb, refine=refine)
             assert np.array_equal(after[row], before[row])  # bit for bit
             # ... and its suspicion moves only through its bag.
-            table = audit_bags(X, changed, n_neighbors=7, neighbors=nb, refine=refine)
+            table = audit_neighbors(X, changed, n_neighbors=7, neighbors=nb, refine=refine)
             got = table.loc[table["row"] == row, "suspicion"].item()
             expected = 1.0 if not changed[row].any() else 1.0 - before[row][changed[row]].sum()
             assert got == pytest.approx(expected, abs=1e-15)
@@ -134,7 +139,7 @@ def test_an_exact_duplicate_is_a_neighbor_but_the_row_itself_is_not():
 def test_empty_bags_are_flagged_and_ranked_first_in_row_order():
     X, S = two_clusters(seed=3)
     S[[30, 4]] = False
-    table = audit_bags(X, S, n_neighbors=5)
+    table = audit_neighbors(X, S, n_neighbors=5)
     assert table["row"].iloc[:2].tolist() == [4, 30]
     assert table["empty_bag"].tolist() == [True, True] + [False] * (len(S) - 2)
     assert (table["suspicion"].iloc[:2] == 1.0).all() and (table["suspicion"].iloc[2:] < 1.0).all()
@@ -147,27 +152,27 @@ def test_neighbors_with_empty_bags_say_nothing():
     S = np.array([[1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 1, 0]], dtype=bool)
     support = neighbor_support(S, kneighbors(X, None, k=2))
     assert support[0] == pytest.approx([1 / 3] * 3)  # only the pseudo-neighbor: uniform
-    assert audit_bags(X, S, n_neighbors=2)["suggested"].tolist()[-1] == "0|1|2"
+    assert audit_neighbors(X, S, n_neighbors=2)["suggested"].tolist()[-1] == "0|1|2"
 
 
 def test_ties_are_ordered_by_row_and_the_table_is_reproducible():
     # Mirror images: rows 0 and 5 (and 1 and 4, ...) see the same evidence.
     X = np.array([[0.0], [1.0], [2.0], [10.0], [11.0], [12.0]])
     S = np.array([[0, 1], [1, 0], [1, 0], [1, 0], [1, 0], [0, 1]], dtype=bool)
-    table = audit_bags(X, S, n_neighbors=2)
+    table = audit_neighbors(X, S, n_neighbors=2)
     sus = table["suspicion"].to_numpy()
     assert np.all(np.diff(sus) <= 0)
     for value in np.unique(sus):
         rows = table.loc[sus == value, "row"].tolist()
         assert rows == sorted(rows)
     assert table["row"].iloc[:2].tolist() == [0, 5]
-    assert table.equals(audit_bags(X, S, n_neighbors=2))
+    assert table.equals(audit_neighbors(X, S, n_neighbors=2))
 
 
 def test_suggested_labels_in_order_of_support_with_ties_in_class_order():
     X = np.array([[0.0], [1.0], [1.0], [-1.0], [-1.0]])
     S = np.array([[0, 0, 1], [0, 1, 0], [0, 1, 0], [1, 0, 0], [1, 0, 0]], dtype=bool)
-    table = audit_bags(X, S, n_neighbors=4, weights="uniform", refine=False, classes=["x", "y", "z"])
+    table = audit_neighbors(X, S, n_neighbors=4, weights="uniform", refine=False, classes=["x", "y", "z"])
     top = table.iloc[0]
     assert (top["row"], top["bag"], top["suggested"]) == (0, "z", "x|y")
 
@@ -226,7 +231,7 @@ def test_support_suspicion_and_order_match_the_definition_by_loops(case):
     got = neighbor_support(S, kneighbors(X, None, k=k), weights=weights, prior=prior, refine=refine)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(got.sum(axis=1), 1.0)
-    table = audit_bags(X, S, n_neighbors=k, weights=weights, prior=prior, refine=refine)
+    table = audit_neighbors(X, S, n_neighbors=k, weights=weights, prior=prior, refine=refine)
     sus = [1.0 if not S[i].any() else 1.0 - sum(expected[i, y] for y in range(S.shape[1]) if S[i, y])
            for i in range(len(S))]
     np.testing.assert_allclose(suspicion_by_row(table), sus, rtol=1e-12, atol=1e-14)
@@ -258,17 +263,17 @@ def test_majority_baseline_matches_a_loop(case):
 
 def test_precomputed_neighbors_give_the_same_table_and_their_first_columns_are_used():
     X, S = two_clusters(seed=4)
-    own = audit_bags(X, S, n_neighbors=5)
-    assert own.equals(audit_bags(X, S, n_neighbors=5, neighbors=kneighbors(X, None, k=9)))
-    assert own.equals(audit_bags(None, S, n_neighbors=5, neighbors=kneighbors(X, None, k=5)))
+    own = audit_neighbors(X, S, n_neighbors=5)
+    assert own.equals(audit_neighbors(X, S, n_neighbors=5, neighbors=kneighbors(X, None, k=9)))
+    assert own.equals(audit_neighbors(None, S, n_neighbors=5, neighbors=kneighbors(X, None, k=5)))
 
 
 def test_label_sets_and_class_names():
     X = np.array([[0.0], [0.1], [0.2], [5.0], [5.1]])
     sets = [{"cat"}, {"cat", "dog"}, {"dog"}, {"dog"}, set()]
-    table = audit_bags(X, sets, n_neighbors=2)
+    table = audit_neighbors(X, sets, n_neighbors=2)
     assert table["bag"].tolist()[0] == "" and set(table["bag"]) == {"", "cat", "cat|dog", "dog"}
-    named = audit_bags(X, sets, n_neighbors=2, classes=["dog", "cat", "bird"])
+    named = audit_neighbors(X, sets, n_neighbors=2, classes=["dog", "cat", "bird"])
     assert named.loc[named["row"] == 1, "bag"].item() == "dog|cat"  # in the order of the classes given
 
 
@@ -296,28 +301,28 @@ def test_bad_parameters_are_named(kwargs, error, match):
     X = np.arange(12.0).reshape(6, 2)
     S = np.eye(3, dtype=bool)[[0, 1, 2, 0, 1, 2]]
     with pytest.raises(error, match=match):
-        audit_bags(X, S, **{"n_neighbors": 2, **kwargs})
+        audit_neighbors(X, S, **{"n_neighbors": 2, **kwargs})
 
 
 def test_bad_data_and_neighbor_results_are_named():
     X = np.arange(12.0).reshape(6, 2)
     S = np.eye(3, dtype=bool)[[0, 1, 2, 0, 1, 2]]
     with pytest.raises(InvalidDataError, match="X has 5 rows but S has 6 bags"):
-        audit_bags(X[:5], S)
+        audit_neighbors(X[:5], S)
     with pytest.raises(InvalidDataError, match="0/1 values"):
-        audit_bags(X, S.astype(int) * 2, n_neighbors=2)
+        audit_neighbors(X, S.astype(int) * 2, n_neighbors=2)
     bad = X.copy()
     bad[3, 1] = np.nan
     with pytest.raises(InvalidDataError, match="row 3"):
-        audit_bags(bad, S, n_neighbors=2)
+        audit_neighbors(bad, S, n_neighbors=2)
     with pytest.raises(InvalidDataError, match="X is None"):
-        audit_bags(None, S, n_neighbors=2)
+        audit_neighbors(None, S, n_neighbors=2)
     with pytest.raises(NeighborsError, match="own neighbors"):
-        audit_bags(X, S, n_neighbors=2, neighbors=kneighbors(X, X, k=2))
+        audit_neighbors(X, S, n_neighbors=2, neighbors=kneighbors(X, X, k=2))
     with pytest.raises(NeighborsError, match="holds only 2"):
-        audit_bags(X, S, n_neighbors=3, neighbors=kneighbors(X, None, k=2))
+        audit_neighbors(X, S, n_neighbors=3, neighbors=kneighbors(X, None, k=2))
     with pytest.raises(NeighborsError, match="5 queries but 6 rows"):
-        audit_bags(X, S, n_neighbors=2, neighbors=kneighbors(X[:5], None, k=2))
+        audit_neighbors(X, S, n_neighbors=2, neighbors=kneighbors(X[:5], None, k=2))
     with pytest.raises(InvalidDataError, match="bool matrix"):
         neighbor_support(S.astype(int), kneighbors(X, None, k=2))
     with pytest.raises(InvalidParameterError, match="n_neighbors"):

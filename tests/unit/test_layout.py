@@ -143,7 +143,7 @@ SUBPACKAGE_IMPORTS = {
     "preprocessing": {"errors", "utils", "data", "neighbors"},
     "reject": {"errors", "utils", "neighbors", "methods"},
     "evaluation": {"errors", "utils", "methods", "reject"},
-    "audit": {"errors", "utils", "neighbors", "preprocessing"},
+    "audit": {"errors", "utils", "neighbors", "preprocessing", "methods"},
     "experiment": {"errors", "utils", "data", "noise", "neighbors", "methods", "preprocessing", "evaluation", "reject"},
     "serving": {
         "errors", "utils", "data", "neighbors", "methods", "preprocessing", "evaluation", "reject", "experiment",
