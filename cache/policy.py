@@ -10,9 +10,10 @@ the versions of the key packages: changed code never serves a stale result.
 
 Runs on more than :data:`DEFAULT_CACHE_MAX_ROWS` rows cache nothing (:func:`bounded`).
 Results are persisted under ``$PLL_CACHE_DIR``, by default ``.pll-cache`` in
-the working directory (a relative path, resolved whenever a result is
-written or read, so a Dask worker uses its own working directory; point
-``PLL_CACHE_DIR`` at a shared absolute path when workers run elsewhere).
+the working directory of the command, which names it to its Dask workers
+(:func:`bounded`): entries land where the next run finds them, whichever
+folder a worker was started in; workers on other machines need that path on
+a shared disk.
 Entries are signed with the user's secret key and read only if the signature
 verifies, so a file planted there is never deserialized; a cache directory
 that others can write is not used (see :mod:`pll_pipeline.cache.store`).
@@ -175,10 +176,16 @@ def cache_max_rows() -> int:
 
 
 def bounded(stage, n_rows: int):
-    """``stage`` (a cached task) as it is, or without cache and result files for more than :func:`cache_max_rows` rows."""
-    if n_rows <= cache_max_rows():
-        return stage
-    return stage.with_options(cache_policy=NO_CACHE, persist_result=False)
+    """``stage`` (a cached task) caching in this command's folder, or without cache and result files for more than
+    :func:`cache_max_rows` rows.
+
+    The folder is resolved here, in the command's process, and travels with the task: a Dask worker started
+    in another folder, or on another machine, writes its entries where this command and the next one read
+    them (on another machine: at the same path, which must then be a shared disk), not into its own.
+    """
+    if n_rows > cache_max_rows():
+        return stage.with_options(cache_policy=NO_CACHE, persist_result=False)
+    return stage.with_options(result_storage=SignedStore(basepath=str(Path(RESULT_STORE.basepath).absolute())))
 
 
 def is_transient(exc) -> bool:

@@ -36,7 +36,10 @@ import logging
 import os
 import secrets
 import stat
+import time
 import uuid
+from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect.filesystems import LocalFileSystem
@@ -154,6 +157,8 @@ class SignedStore(LocalFileSystem):
             magic, tag, record = f.read(len(MAGIC)), f.read(TAG_BYTES), f.read()
         if magic != MAGIC or not hmac.compare_digest(tag, self._tag(key, base, file, record)):
             raise ValueError(f"cache entry {file} is not signed with this user's key")
+        with suppress(OSError):  # an entry's time is its last use: pruning drops the least recently used
+            os.utime(file)
         return record
 
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:
@@ -185,3 +190,47 @@ class SignedStore(LocalFileSystem):
 
     async def awrite_path(self, path: str, content: bytes) -> str:
         return await asyncio.to_thread(self.write_path, path, content)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A cache entry on disk: its file, size in bytes, and last use (written or read) as a Unix time."""
+
+    path: Path
+    size: int
+    used: float
+
+
+def entries(folder: Path) -> list[Entry]:
+    """The cache entries in ``folder``, least recently used first: only files that begin as an entry does, so a
+    folder named by mistake loses nothing else to :func:`prune`."""
+    found = []
+    for path in Path(folder).rglob("*") if Path(folder).is_dir() else ():
+        with suppress(OSError):  # gone meanwhile (another prune, a rewrite)
+            if path.is_file() and not path.is_symlink():
+                with open(path, "rb") as f:
+                    if f.read(len(MAGIC)) != MAGIC:
+                        continue
+                st = path.stat()
+                found.append(Entry(path, st.st_size, st.st_mtime))
+    return sorted(found, key=lambda e: e.used)
+
+
+def prune(folder: Path, *, older_than_days: float | None = None, max_bytes: int | None = None) -> list[Entry]:
+    """Delete the entries unused for ``older_than_days``, then the least recently used until the rest fit in
+    ``max_bytes``; return those deleted.  A run reading an entry deleted under it recomputes its stage."""
+    kept = entries(folder)
+    doomed = []
+    if older_than_days is not None:
+        cutoff = time.time() - older_than_days * 86400
+        doomed = [e for e in kept if e.used < cutoff]
+        kept = [e for e in kept if e.used >= cutoff]
+    if max_bytes is not None:
+        total = sum(e.size for e in kept)
+        while kept and total > max_bytes:
+            total -= kept[0].size
+            doomed.append(kept.pop(0))
+    for e in doomed:
+        with suppress(FileNotFoundError):
+            e.path.unlink()
+    return doomed

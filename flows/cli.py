@@ -7,7 +7,9 @@ import json
 import logging
 import signal
 import sys
+import time
 from contextlib import ExitStack
+from pathlib import Path
 
 import pll_pipeline.flows  # noqa: F401  (sets Prefect's environment before Prefect is imported)
 from pll.experiment import catalog
@@ -243,7 +245,31 @@ def build_parser():
     audit.add_argument("--tracking-uri", default=None, help=_TRACKING_HELP)
     _experiment_argument(audit)
     ui.add_arguments(_command(sub, "ui", "open the MLflow UI on the method runs, ready to compare (Ctrl-C stops it)"))
+    cache = _command(sub, "cache", "show the stage cache's size, and prune it (least recently used entries first)")
+    cache.add_argument("--older-than", type=float, default=None, metavar="DAYS",
+                       help="delete the entries no run has written or read for DAYS days")
+    cache.add_argument("--max-gb", type=float, default=None, metavar="GB",
+                       help="then delete the least recently used entries until the rest fit in GB gigabytes")
     return parser
+
+
+def cmd_cache(args):
+    from pll_pipeline.cache.policy import RESULT_STORE
+    from pll_pipeline.cache.store import entries, prune
+
+    for name in ("older_than", "max_gb"):
+        if getattr(args, name) is not None and not getattr(args, name) >= 0:
+            raise PllError(f"--{name.replace('_', '-')} must be a non-negative number, got {getattr(args, name)}")
+    folder = Path(RESULT_STORE.basepath).absolute()
+    if args.older_than is not None or args.max_gb is not None:
+        max_bytes = None if args.max_gb is None else int(args.max_gb * 1e9)
+        removed = prune(folder, older_than_days=args.older_than, max_bytes=max_bytes)
+        print(f"Deleted {len(removed)} entries, {sum(e.size for e in removed) / 1e9:.2f} GB")
+    found = entries(folder)
+    size = sum(e.size for e in found) / 1e9
+    last = f"; least recently used {time.strftime('%Y-%m-%d %H:%M', time.localtime(found[0].used))}" if found else ""
+    print(f"Stage cache {folder}: {len(found)} entries, {size:.2f} GB{last}")
+    return 0
 
 
 def cmd_serve(args):
@@ -473,7 +499,7 @@ def main(argv=None):
                     print(f"Prefect: temporary local server (its log: {log})")
             outcome = {"run": cmd_run, "serve": cmd_serve, "datasets": cmd_datasets, "train": cmd_train,
                        "score": cmd_score, "benchmark": cmd_benchmark, "audit": cmd_audit,
-                       "report": cmd_report, "ui": ui.main}[args.command](args)
+                       "report": cmd_report, "ui": ui.main, "cache": cmd_cache}[args.command](args)
         # A command to type next (the UI's) is the very last line: printed once the temporary server has stopped.
         status, last = outcome if isinstance(outcome, tuple) else (outcome, None)
         if last:

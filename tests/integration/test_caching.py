@@ -128,11 +128,14 @@ def test_stages_of_large_runs_are_not_cached(monkeypatch):
     from pll_pipeline.cache.policy import DEFAULT_CACHE_MAX_ROWS, bounded
     from pll_pipeline.tasks.stages import run_stage as find_neighbors
 
-    assert bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS) is find_neighbors
+    cached = bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS)
+    assert cached.persist_result and cached.cache_policy is find_neighbors.cache_policy
+    # The folder travels with the task as an absolute path: a worker started elsewhere writes where the command reads.
+    assert cached.result_storage.basepath == str(Path(".pll-cache").absolute())
     large = bounded(find_neighbors, DEFAULT_CACHE_MAX_ROWS + 1)
     assert large.persist_result is False and large.cache_policy is NO_CACHE
     monkeypatch.setenv("PLL_CACHE_MAX_ROWS", "0")
-    assert bounded(find_neighbors, 1) is not find_neighbors
+    assert bounded(find_neighbors, 1).cache_policy is NO_CACHE
     monkeypatch.setenv("PLL_CACHE_MAX_ROWS", "lots")
     with pytest.raises(pll.errors.PllError, match="PLL_CACHE_MAX_ROWS"):
         bounded(find_neighbors, 1)
@@ -264,3 +267,42 @@ def test_a_cache_on_a_full_disk_costs_one_warning_and_leaves_no_file(cache_dir, 
     [warning] = cache_warnings(caplog)
     assert str(cache_dir) in warning.getMessage() and "No space left on device" in warning.getMessage()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_prune_deletes_the_least_recently_used_entries_and_nothing_else(tmp_path, monkeypatch):
+    """``pll cache --older-than/--max-gb``: reading an entry makes it recent; a file not written as an entry stays."""
+    import time
+
+    from pll_pipeline.cache.store import entries, prune
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    store = SignedStore(basepath=str(tmp_path / "cache"))
+    for i, name in enumerate("abcd"):
+        store.write_path(name, bytes(1000 * (i + 1)))
+        os.utime(tmp_path / "cache" / name, (time.time() - 86400 * (10 - i),) * 2)  # a: 10 days unused ... d: 7
+    (tmp_path / "cache" / "notes.txt").write_text("not an entry")
+    store.read_path("a")  # a read: now the most recently used
+    assert [e.path.name for e in entries(tmp_path / "cache")] == ["b", "c", "d", "a"]
+    assert [e.path.name for e in prune(tmp_path / "cache", older_than_days=7.5)] == ["b", "c"]
+    sizes = {e.path.name: e.size for e in entries(tmp_path / "cache")}
+    assert [e.path.name for e in prune(tmp_path / "cache", max_bytes=sizes["a"])] == ["d"]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["a", "notes.txt"]
+    assert prune(tmp_path / "missing", older_than_days=0) == []
+
+
+def test_pll_cache_reports_and_prunes_the_folder_runs_use(tmp_path, monkeypatch, capsys):
+    from pll_pipeline.cache import policy
+    from pll_pipeline.flows.cli import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setattr(policy.RESULT_STORE, "basepath", str(tmp_path / "cache"))
+    store = SignedStore(basepath=str(tmp_path / "cache"))
+    for name in "ab":
+        store.write_path(name, bytes(2_000_000))
+    assert main(["cache"]) == 0
+    assert capsys.readouterr().out.startswith(f"Stage cache {tmp_path / 'cache'}: 2 entries, 0.00 GB")
+    assert main(["cache", "--max-gb", "0.003"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "Deleted 1 entries, 0.00 GB"
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    assert main(["cache", "--older-than", "-1"]) == 2
+    assert capsys.readouterr().err == "pll: error: --older-than must be a non-negative number, got -1.0\n"

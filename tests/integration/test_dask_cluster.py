@@ -270,3 +270,37 @@ def test_a_worker_killed_mid_run_on_a_hand_started_cluster_is_said_and_changes_n
     rerun = pipeline_run.data.tags[RERUN_TASKS_TAG]
     assert rerun != "none" and rerun in lines[0]
     assert _method_metrics(uri) == _method_metrics(f"sqlite:///{tmp_path / 'undisturbed'}.db")
+
+
+def test_workers_started_elsewhere_cache_in_the_commands_folder_and_get_no_data_in_task_graphs(
+        hand_started_cluster, tmp_path):
+    """The README's workers run in another folder than the command; the command's stage cache is where they write,
+    and the next run's stages come from it.  Arrays reach them by scatter: with Dask's warning threshold for a large
+    task graph at 256 kB, below one block of query rows and a tenth of the table, no graph is large."""
+    from pll.data.synthetic import make_partial_label_table
+    from pll_pipeline.cache.store import entries
+
+    address, _, _ = hand_started_cluster  # the workers' folder: tmp_path
+    project = tmp_path / "project"
+    project.mkdir()
+    make_partial_label_table(10_000, random_state=4).to_parquet(project / "table.parquet")
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}",
+           "DASK_DISTRIBUTED__ADMIN__LARGE_GRAPH_WARNING_THRESHOLD": "256kB"}
+    env.pop("PREFECT_API_URL", None)
+    env.pop("PLL_CACHE_DIR", None)
+    command = [str(BIN / "pll"), "run", "--dataset", "table.parquet", "--methods", "pl_knn", "--knn", "dask",
+               "--stage-tasks", "yes", "--dask-address", address]
+    logs = [tmp_path / f"dask-{i}.log" for i in (1, 2)]
+
+    first = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "large graph" not in first.stdout + first.stderr
+    written = entries(project / ".pll-cache")
+    assert len(written) >= 8 and not (tmp_path / ".pll-cache").exists()
+    cached_before = sum(log.read_text().count("Cached(type=COMPLETED)") for log in logs)
+
+    second = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    cached = sum(log.read_text().count("Cached(type=COMPLETED)") for log in logs) - cached_before
+    assert cached == len(written), cached  # every stage of the second run came from the first one's entries
