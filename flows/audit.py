@@ -1,6 +1,7 @@
-"""The audit flow: rank a data set's training bags by how strongly their neighbors contradict them.
+"""The audit flow: rank a data set's training bags by how strongly the evidence of other rows contradicts them.
 
-One MLflow run (``pll.kind = audit``) holds the ranked table, its top rows,
+One MLflow run (``pll.kind = audit``) holds the ranked table (each row with the labels outside its bag
+that the evidence favours, and their probabilities), its top rows, the mixture weights of the evidence,
 a histogram of the suspicion and, where the data has true labels, how well
 the ranking finds the bags that miss them; the table is also written to a
 Parquet file, whole or not at all.
@@ -46,6 +47,8 @@ def audit(
 ) -> dict:
     """Audit the bags of ``dataset`` after ``noise`` (as in the pipeline: ``auto`` keeps a data set's own bags).
 
+    ``seed`` drives the noise and the audit's folds and networks.
+
     Returns a dict with ``output`` (the Parquet table: ``row``, ``bag``,
     ``suggested``, ``suspicion``, ``empty_bag``, ... most suspicious first),
     the MLflow ``run_id``, ``experiment``, ``tracking_uri`` and ``metrics``
@@ -61,12 +64,12 @@ def audit(
     name = unique_run_name(tracking_uri, experiment, f"audit {dataset_label(dataset)}")
     name_flow_run(name)
     run_id = start_run(tracking_uri, experiment, name, config, {"pll.kind": "audit", **flow_run_tags(name)},
-                       f"Audit of the training bags of {dataset_label(dataset)}: each ranked by the support its "
-                       f"{n_neighbors} nearest other rows give to labels outside it.")
+                       f"Audit of the training bags of {dataset_label(dataset)}: each ranked by the probability "
+                       f"outside it, from cross-fitted PRODEN networks and its {n_neighbors} nearest other rows.")
     tag_flow_run(run_id)
     with ending_on_error(tracking_uri, run_id):
         ds = add_noise(ingest(dataset, protocol, noisy_bags, mat_variables), noise, noise_params, seed)
-        table = audit_task(ds, features, n_neighbors, knn, knn_options)
+        table = audit_task(ds, features, n_neighbors, knn, knn_options, seed)
         write_atomically({output: lambda path: table.to_parquet(path, index=False)})
         metrics = log_audit(tracking_uri, run_id, table, ds)
     end_run(tracking_uri, run_id)

@@ -549,8 +549,8 @@ def _cross_fitted(X, bags, learners, n_folds, random_state):
     steps = [(s, f) for s in range(len(learners)) for f in range(n_folds)]
     sizes = np.cumsum([0] + [int((fold == f).sum()) for _, f in steps])
     slices = [slice(int(lo), int(hi)) for lo, hi in zip(sizes[:-1], sizes[1:])]
-    what = f"audit: {len(learners)} learners cross-fitted on {n_folds} folds (rows x learners)"
-    for (s, f), _ in zip(steps, track(slices, what)):
+    what = f"audit: {len(learners)} learner{'s' * (len(learners) > 1)} cross-fitted on {n_folds} folds (rows x learners)"
+    for _, (s, f) in zip(track(slices, what), steps):  # the loop first: its last report comes after its last block
         train = (fold != f) & spoken
         if not train.any():
             raise InvalidDataError(f"fold {f + 1} of {n_folds}: every other row's bag is empty; nothing to learn from")

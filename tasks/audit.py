@@ -10,8 +10,8 @@ from pll_pipeline.tasks.progress import logged_progress
 
 
 @task(name="audit", cache_policy=NO_CACHE)
-def audit(ds, features: str, n_neighbors: int, knn: str, knn_options: dict | None):
-    """The data set's training bags ranked by suspicion, most suspicious first."""
+def audit(ds, features: str, n_neighbors: int, knn: str, knn_options: dict | None, seed: int = 0):
+    """The data set's training bags ranked by suspicion, most suspicious first; the cross-fitting reports its progress."""
     with logged_progress():
         return audit_.audit_dataset(ds, features=features, n_neighbors=n_neighbors, knn=knn,
-                                    knn_options=knn_options)
+                                    knn_options=knn_options, random_state=seed)

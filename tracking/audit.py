@@ -1,4 +1,4 @@
-"""An audit run in MLflow: the audit's metrics, its table and its histogram."""
+"""An audit run in MLflow: the audit's metrics (with its mixture weights), its table (with each row's reason) and its histogram."""
 
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ TOP_ROWS = 50  # rows of the Markdown table: the most suspicious bags, for a fir
 
 @task(name="log-audit", cache_policy=NO_CACHE)
 def log_audit(tracking_uri: str, run_id: str, table, ds) -> dict:
-    """Log the audit's metrics (:func:`pll.audit.audit_metrics`), table (Parquet, top rows as Markdown) and histogram."""
+    """Log the audit's metrics (:func:`pll.audit.audit_metrics`), table (Parquet, top rows as Markdown) and histogram.
+
+    Both tables carry each row's reason: ``favoured``, the labels outside its bag that the evidence
+    favours, and ``reason``, the same with their probabilities.
+    """
     client = MlflowClient(tracking_uri)
     metrics = audit_.audit_metrics(table, ds)
     stamp = now_ms()

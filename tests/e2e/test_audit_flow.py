@@ -14,18 +14,21 @@ def test_audit_command_writes_the_ranking_and_logs_how_well_it_finds_wrong_bags(
     prefect_harness, shared_data, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PLL_PROGRESS_MIN_ROWS", "1")  # the cross-fitting reports however short it is
     bird_song = str(shared_data / "realworld" / "bird-song.mat")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = ["audit", "--dataset", bird_song, "--noise", "remove_true_label", "--noise-params", '{"nu": 0.1}',
             "--noisy-bags", "--seed", "2", "--output", str(tmp_path / "audit.parquet"), "--tracking-uri", uri]
     assert main(args) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "The most suspicious non-empty bags:" in out and "AUC" in out
+    assert "learners cross-fitted on 5 folds (rows x learners): 9,996 / 9,996 rows (100%)" in out + captured.err
 
     table = pd.read_parquet(tmp_path / "audit.parquet")
     ds = pll.noise.apply_noise(pll.load_dataset(bird_song, allow_empty_bags=True, allow_true_label_outside=True),
                                "remove_true_label", {"nu": 0.1}, random_state=2)
-    expected = audit_dataset(ds)
+    expected = audit_dataset(ds, random_state=2)  # the seed drives the noise and the audit's folds
     pd.testing.assert_frame_equal(table, expected)
     assert len(table) == ds.n_rows and table["row"].is_unique
     assert table["empty_bag"].iloc[: int(table["empty_bag"].sum())].all()  # empty bags first
@@ -42,6 +45,14 @@ def test_audit_command_writes_the_ranking_and_logs_how_well_it_finds_wrong_bags(
     names = {a.path for a in client.list_artifacts(run.info.run_id)} | {
         a.path for a in client.list_artifacts(run.info.run_id, "figures")}
     assert {"audit.parquet", "audit_top.md", "figures/suspicion.png"} <= names
+    # Each flagged row carries its reason in the logged table: the labels outside its bag, and how strongly.
+    top = (tmp_path / "artifacts").mkdir() or client.download_artifacts(run.info.run_id, "audit_top.md",
+                                                                          str(tmp_path / "artifacts"))
+    header = open(top).readline()
+    assert "favoured" in header and "reason" in header
+    assert metrics["weight_neighbors"] + metrics["weight_learner_1"] + metrics["weight_learner_2"] == pytest.approx(1)
+    first = table[~table["empty_bag"]].iloc[0]
+    assert first["favoured"].split("|")[0] == first["reason"].split(" ")[0] and first["best_out"] > 0
 
 
 def test_audit_refuses_a_bad_output_before_anything_runs(tmp_path, capsys):
