@@ -175,6 +175,11 @@ def cache_max_rows() -> int:
     return value
 
 
+def uncached(stage):
+    """``stage`` without cache and result files."""
+    return stage.with_options(cache_policy=NO_CACHE, persist_result=False)
+
+
 def bounded(stage, n_rows: int):
     """``stage`` (a cached task) caching in this command's folder, or without cache and result files for more than
     :func:`cache_max_rows` rows.
@@ -184,7 +189,7 @@ def bounded(stage, n_rows: int):
     them (on another machine: at the same path, which must then be a shared disk), not into its own.
     """
     if n_rows > cache_max_rows():
-        return stage.with_options(cache_policy=NO_CACHE, persist_result=False)
+        return uncached(stage)
     return stage.with_options(result_storage=SignedStore(basepath=str(Path(RESULT_STORE.basepath).absolute())))
 
 

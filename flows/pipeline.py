@@ -33,7 +33,7 @@ from pll.experiment import (
 from pll.neighbors import DEFAULT_BACKEND
 from pll.noise import describe_noise
 from pll.reporting.tables import markdown_table
-from pll_pipeline.cache.policy import bounded, lineage_keys
+from pll_pipeline.cache.policy import bounded, lineage_keys, uncached
 from pll_pipeline.tasks.ingest import ingest
 from pll_pipeline.tracking.pipeline import RUN_KIND, log_lost_workers, log_results
 from pll_pipeline.tasks.progress import stop_stages
@@ -62,13 +62,17 @@ def submit_protocol(protocol: Protocol, raw, cluster: FlowCluster) -> RunResult:
     minutes later.  On a Dask cluster each value goes to the workers once (:class:`FlowCluster`).
     """
     stage_task = bounded(run_stage, raw.n_rows)
+    # The last stage gathers values cached on their own and evaluates them in a second: an entry of it would hold
+    # them all again (at 50,000 rows: 0.7 s to compute, 192 of the cache's 524 MB).
+    last_task = uncached(stage_task)
     keys = lineage_keys(protocol, {"raw": raw})
     values, waiting, running = protocol.values(raw), list(protocol.stages), {}
 
     def submit_ready():
         for stage in [s for s in waiting if values.ready(s)]:
             waiting.remove(stage)
-            future = stage_task.submit(stage, keys[stage.writes], cluster.send(stage.reads, values.inputs(stage)))
+            task = last_task if stage is protocol.stages[-1] else stage_task
+            future = task.submit(stage, keys[stage.writes], cluster.send(stage.reads, values.inputs(stage)))
             cluster.name_task(future, stage.label)
             running[future] = stage
 
