@@ -69,12 +69,14 @@ def _flush_prefect_services(address, timeout):
         client.run(_flush_worker_services, timeout)
 
 
-def _flush_worker_services(timeout):
+async def _flush_worker_services(timeout):
+    """A coroutine: ``client.run`` calls a plain function on the worker's event loop, where Prefect's
+    ``drain_all`` returns its wait as an awaitable, which a plain function could only drop unawaited."""
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
     for service in (EventsWorker, APILogWorker):
-        service.drain_all(timeout=timeout, at_exit=False)
+        await service.drain_all(timeout=timeout, at_exit=False)
 
 
 def _worker_quiet():
