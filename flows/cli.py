@@ -471,7 +471,7 @@ def cmd_audit(args):
                    knn_options=args.knn_options, tracking_uri=args.tracking_uri, experiment=args.experiment)
     table, metrics = result["table"], result["metrics"]
     print("The most suspicious non-empty bags:")
-    print(markdown_table(table[~table["empty_bag"]].head(10)[["row", "bag", "suggested", "suspicion"]]))
+    print(markdown_table(table[~table["empty_bag"]].head(10)[["row", "bag", "suggested", "suspicion", "reason"]]))
     print(f"Audited {int(metrics['rows'])} bags ({int(metrics['empty_bags'])} empty, ranked first)")
     if "auc" in metrics:
         print(f"Against the true labels: {int(metrics['wrong_bags'])} bags miss theirs (base rate "
