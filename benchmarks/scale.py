@@ -16,7 +16,10 @@ the cores were.
 Each run starts with an empty stage cache.
 
 ``--dask-workers 1 2`` also runs the first N (``--no-local``: only these) on a Dask LocalCluster (loopback, single-threaded
-workers) with the ``dask`` kNN backend, once per worker count: the cluster's throughput.
+workers) with the ``dask`` kNN backend (``--dask-knn auto``: each stage's own search), once per worker count: the
+cluster's throughput.  Besides times and memory it reports the peak memory of the ``pll`` command alone (the Dask
+client), the bytes sent over loopback during the run (Dask's, Prefect's and MLflow's traffic: everything here is
+local) and the "large graph" warnings Dask printed.
 
 Run: ``.venv/bin/python benchmarks/scale.py --rows 100000 300000 1000000``
 (``--rows 20000``: a quick check; ``--spread 0.2``: class means close together, data without cluster
@@ -53,6 +56,7 @@ class PeakMemory:
     def __init__(self, *pids, interval=0.2):
         self.roots = [psutil.Process(pid) for pid in pids]
         self.peak, self.peak_at, self.peak_clock, self.interval = 0, 0.0, 0.0, interval
+        self.first_peak = 0  # of the first tree alone: the ``pll`` command, the Dask client on a cluster
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -62,12 +66,14 @@ class PeakMemory:
     def _run(self):
         while not self._stop.is_set():
             total = 0
-            for root in list(self.roots):
+            for i, root in enumerate(list(self.roots)):
                 try:
-                    for proc in [root, *root.children(recursive=True)]:
-                        total += proc.memory_info().rss
+                    tree = sum(proc.memory_info().rss for proc in [root, *root.children(recursive=True)])
                 except psutil.Error:
-                    pass
+                    continue
+                total += tree
+                if i == 0:
+                    self.first_peak = max(self.first_peak, tree)
             if total > self.peak:
                 self.peak, self.peak_at, self.peak_clock = total, time.perf_counter() - self._start, time.time()
             self._stop.wait(self.interval)
@@ -144,12 +150,12 @@ def run_once(path, folder, label, watched, api, extra=()):
     env = {**os.environ, "PREFECT_API_URL": api, "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}",
            "PLL_CACHE_DIR": str(folder / f"cache-{label}")}
     command = [str(BIN / "pll"), "run", "--dataset", str(path), *METHOD_ARGS, *extra]
-    t0, cpu0 = time.perf_counter(), _children_cpu()
+    t0, cpu0, sent0 = time.perf_counter(), _children_cpu(), _loopback_bytes()
     with open(folder / f"run-{label}.log", "w") as log:
         proc = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
         with PeakMemory(proc.pid, *watched) as memory:
             code = proc.wait()
-    wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
+    wall, cpu, sent = time.perf_counter() - t0, _children_cpu() - cpu0, _loopback_bytes() - sent0
     out = (folder / f"run-{label}.log").read_text()
     if code != 0:
         raise RuntimeError(f"{label}: pll run exited with {code}; see {folder / f'run-{label}.log'}:\n{out[-3000:]}")
@@ -160,8 +166,15 @@ def run_once(path, folder, label, watched, api, extra=()):
     recalls = {k: v for k, v in metrics.items() if k.startswith("knn.") and k.endswith(".recall") and k.count(".") == 2}
     stages, at_peak = stage_seconds(api, memory.peak_clock)
     return {"label": label, "wall": wall, "cpu": cpu, "peak_gib": memory.peak / 2**30,
+            "client_peak_gib": memory.first_peak / 2**30, "loopback_gib": sent / 2**30,
+            "large_graphs": out.count("Sending large graph"),
             "peak_at": memory.peak_at, "stages": stages, "at_peak": at_peak,
             "recall": recalls, "backends": re.findall(r"knn\.\S+\.backend", out)}
+
+
+def _loopback_bytes():
+    """Bytes sent over loopback so far: a run's Dask, Prefect and MLflow traffic (everything here is local)."""
+    return int(Path("/sys/class/net/lo/statistics/tx_bytes").read_text())
 
 
 def _children_cpu():
@@ -184,6 +197,9 @@ def print_table(results, sizes):
         rows.append(row)
     rows.append(["CPU of the run (process tree)"] + [f"{r['cpu']:.0f} s, {r['cpu'] / r['wall']:.2f} cores" for r in results])
     rows.append(["peak RSS (tree + server)"] + [f"{r['peak_gib']:.2f} GiB at {r['peak_at']:.0f} s" for r in results])
+    rows.append(["peak RSS of the pll command"] + [f"{r['client_peak_gib']:.2f} GiB" for r in results])
+    rows.append(["bytes over loopback (Dask, Prefect, MLflow)"] + [f"{r['loopback_gib']:.2f} GiB" for r in results])
+    rows.append(['"large graph" warnings'] + [str(r["large_graphs"]) for r in results])
     rows.append(["stages running at the peak"] + [", ".join(r["at_peak"]) or "none" for r in results])
     rows.append(["kNN recall (lowest)"] + [", ".join(f"{k.split('.')[1]} {v:.4f}" for k, v in r["recall"].items())
                                           or "exact" for r in results])
@@ -197,6 +213,9 @@ def main():
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--dask-workers", type=int, nargs="*", default=[])
     parser.add_argument("--no-local", action="store_true", help="only the Dask runs")
+    parser.add_argument("--dask-knn", default="dask",
+                        help="the kNN backend of the Dask runs (default: dask, sharded over the workers; auto: each "
+                        "stage searches on the worker it runs on)")
     parser.add_argument("--spread", type=float, default=1.5,
                         help="class means' standard deviation; 0.2: classes without cluster structure (issue 37)")
     parser.add_argument("--folder", default="/tmp/pll-scale", help="where tables, stores and logs go")
@@ -214,7 +233,8 @@ def main():
             print(json.dumps(results[-1]), flush=True)
         sizes = list(args.rows)
         for workers in args.dask_workers:
-            results.append(dask_run(write_table(args.rows[0], folder, args.spread), folder, workers, server.pid, api))
+            results.append(dask_run(write_table(args.rows[0], folder, args.spread), folder, workers, server.pid, api,
+                                    args.dask_knn))
             print(json.dumps(results[-1]), flush=True)
     finally:
         server.terminate()
@@ -223,13 +243,13 @@ def main():
     print_table(results, sizes)
 
 
-def dask_run(path, folder, workers, server_pid, api):
+def dask_run(path, folder, workers, server_pid, api, knn="dask"):
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as cluster:
-        extra = ["--knn", "dask", "--dask-address", cluster.scheduler_address]
+        extra = ["--knn", knn, "--dask-address", cluster.scheduler_address]
         nannies = [nanny.process.pid for nanny in cluster.workers.values()]
-        return run_once(path, folder, f"dask {workers}w", [server_pid, *nannies], api, extra)
+        return run_once(path, folder, f"dask {workers}w, knn {knn}", [server_pid, *nannies], api, extra)
 
 
 if __name__ == "__main__":
