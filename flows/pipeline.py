@@ -47,7 +47,7 @@ from pll_pipeline.tracking.runs import (
 )
 
 
-def submit_protocol(protocol: Protocol, raw, cluster: FlowCluster) -> RunResult:
+def submit_protocol(protocol: Protocol, raw, cluster: FlowCluster | None = None) -> RunResult:
     """The stages of ``protocol`` as Prefect tasks, each submitted once the values it reads exist.
 
     A feature pipeline's neighbor search, its methods and their trust scores
@@ -59,8 +59,10 @@ def submit_protocol(protocol: Protocol, raw, cluster: FlowCluster) -> RunResult:
     that reads it has finished.  At the first stage that fails, the others
     are asked to stop at their next block of rows
     (:func:`pll_pipeline.tasks.progress.stop_stages`) and its own error is raised, not
-    minutes later.  On a Dask cluster each value goes to the workers once (:class:`FlowCluster`).
+    minutes later.  On a Dask cluster each value goes to the workers once (``cluster``: the flow run's
+    :class:`FlowCluster`, by default a new one for the flow run's task runner).
     """
+    cluster = cluster or FlowCluster(FlowRunContext.get().task_runner)
     stage_task = bounded(run_stage, raw.n_rows)
     # The last stage gathers values cached on their own and evaluates them in a second: an entry of it would hold
     # them all again (at 50,000 rows: 0.7 s to compute, 192 of the cache's 524 MB).

@@ -171,7 +171,7 @@ def test_seed_range_and_method_lists_parse():
 
 
 HEAVY_MODULES = ("prefect", "mlflow", "sklearn", "scipy", "numba", "dask", "pandas")
-COMMANDS = ("run", "benchmark", "serve", "datasets", "train", "score", "audit", "report", "ui")
+COMMANDS = ("run", "benchmark", "serve", "datasets", "train", "score", "audit", "report", "ui", "cache")
 
 
 def test_help_imports_no_orchestration_tracking_or_numerics():
