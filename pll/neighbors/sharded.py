@@ -100,9 +100,10 @@ def send(client, value, *, everywhere=False):
     for attempt in range(SEND_TRIES):
         try:
             future = client.scatter([value], hash=False, broadcast=everywhere)[0]
-            copies = min(SPARE_COPIES, len(client.scheduler_info()["workers"]))
-            if not everywhere and copies > 1:
-                client.replicate([future], n=copies)
+            if not everywhere:  # asks the scheduler who is there: not once per query block
+                copies = min(SPARE_COPIES, len(client.scheduler_info()["workers"]))
+                if copies > 1:
+                    client.replicate([future], n=copies)
             return future
         except OSError:  # a worker died as the value went to it: sent again once the scheduler has let it go
             if attempt == SEND_TRIES - 1:
