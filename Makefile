@@ -13,7 +13,8 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 # `make test-fast` runs the unit tests alone (tests/unit).
 JOBS ?= auto
 
-# The unit tests on Python 3.13 as well (pyenv's, else python3.13 on the PATH), in a virtual environment of their own.
+# The unit tests on Python 3.13 as well (pyenv's, else python3.13 on the PATH), in a virtual environment of their own,
+# without the deep extra (no PyTorch build for 3.13 lies on these machines' disks): the tests that need it skip.
 PYTHON313 ?= $(firstword $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.13*/bin/python3.13) python3.13)
 VENV313   := .venv-3.13
 
@@ -21,7 +22,7 @@ VENV313   := .venv-3.13
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[pipeline,team,test,docs]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[pipeline,team,test,docs,deep]'
 	@touch $@
 
 run: $(STAMP)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 
 from ..utils._random import seed_to_int
@@ -24,7 +23,7 @@ from ._bag_weights import (
     restricted,
     standardization,
 )
-from ._perceptron import Adam, Perceptron, one_cycle
+from ..utils._deep import networks, resolve_device
 
 SCALINGS = ("minmax", "standard", "cube_root")
 LARGE_DATA_ROWS = 5000
@@ -55,7 +54,7 @@ class Proden(BagWeightClassifier):
     The network and its training are those of the authors' reference code
     as the UAI 2025 study of Fuchs & Kalinke runs it (arXiv:2502.07661):
     three hidden layers of 300 units, each ReLU followed by batch
-    normalisation (``pll/methods/_perceptron.py``, in numpy);
+    normalisation (:class:`pll.utils._mlp.Perceptron`, on PyTorch: the ``deep`` extra);
     Adam with weight decay on a one-cycle schedule that peaks at
     ``learning_rate``; 100 epochs of minibatches of 16 rows (256 from
     5,000 rows on); features scaled to [0, 1] on the training rows.  Batch
@@ -158,6 +157,11 @@ class Proden(BagWeightClassifier):
         Accept iff the top probability is ``>= threshold``.
     conflict_margin : float in [0, 1], default=0.2
         ``conflict`` when the runner-up's probability is within this margin.
+    device : str, default="cpu"
+        Where the networks train: ``"cpu"``, ``"cuda"`` (or ``"cuda:N"``), or
+        ``"auto"``, a GPU where PyTorch sees one and the CPU otherwise.  On the
+        CPU a fit runs on one thread and is deterministic for its
+        ``random_state``; prediction runs on the CPU in float64.
     random_state : int or None, default=None
         Seed of the networks' initial weights, of the order of the rows and
         of the kNN start; None draws fresh randomness, as in scikit-learn.
@@ -232,6 +236,7 @@ class Proden(BagWeightClassifier):
         "init": [StrOptions(set(INITIALISATIONS))],
         "threshold": [Interval(Real, 0, 1, closed="both")],
         "conflict_margin": [Interval(Real, 0, 1, closed="both")],
+        "device": [str],
         "random_state": [Interval(Integral, 0, None, closed="left"), None],
     }
 
@@ -252,6 +257,7 @@ class Proden(BagWeightClassifier):
         init="uniform",
         threshold=0.9,
         conflict_margin=0.2,
+        device="cpu",
         random_state=None,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -268,6 +274,7 @@ class Proden(BagWeightClassifier):
         self.init = init
         self.threshold = threshold
         self.conflict_margin = conflict_margin
+        self.device = device
         self.random_state = random_state
 
     def __setstate__(self, state):
@@ -312,6 +319,8 @@ class Proden(BagWeightClassifier):
         """
         check_params(self)
         X = check_X(self, X, reset=True)
+        nets = networks(type(self).__name__)
+        device = resolve_device(self.device, type(self).__name__)
         n = X.shape[0]
         check_init_rows(self, n)
         S_train, classes = encode_bags(S, n)
@@ -325,11 +334,12 @@ class Proden(BagWeightClassifier):
         self._train_neighbors = self._own_neighbors(Z, seed)
         self._calibration = self._calibration_rows(bags, seed)
         self.networks_, total, changes = [], np.zeros(bags.shape), []
+        Z_device = nets.as_tensor(Z, device)
         for k in range(self.n_networks):  # one network's weights at a time: n x l each
-            # BLAS on one thread: minibatch products are too small to share, and on two busy cores
-            # threads made a bird-song network 12 times slower (measured with scikit-learn's perceptron).
-            with threadpool_limits(1):
-                net, W, network_changes = self._train(Z, bags, start, seed, k)
+            # One thread: minibatch products are too small to share, and on two busy cores threads made a
+            # bird-song network 12 times slower (measured with scikit-learn's perceptron).
+            with nets.torch_threads(1):
+                net, W, network_changes = self._train(nets, Z, Z_device, bags, start, seed, k)
             self.networks_.append(net)
             total += W
             changes.append(network_changes)
@@ -372,7 +382,7 @@ class Proden(BagWeightClassifier):
         rows = self._calibration
         if rows is None:
             return None
-        P = np.concatenate([net.forward(Z[rows[b]]) for b in blocks(rows.size, PREDICT_ROWS)])
+        P = np.concatenate([net.predict_proba(Z[rows[b]], np.float32) for b in blocks(rows.size, PREDICT_ROWS)])
         return np.sort(1.0 - np.where(bags[rows], P, 0.0).max(axis=1))
 
     def _allowed(self, P, bags, scores, epoch):
@@ -404,7 +414,7 @@ class Proden(BagWeightClassifier):
     def _steps_per_epoch(self, n):
         return max(1, n // self._batch(n))
 
-    def _train(self, Z, bags, W, seed, k):
+    def _train(self, nets, Z, Z_device, bags, W, seed, k):
         """Network ``k``: epochs of minibatches, reweighting each minibatch's rows; (net, weights, changes).
 
         A step computes the network's probabilities ``P`` of the batch's rows
@@ -415,10 +425,13 @@ class Proden(BagWeightClassifier):
         does: each row's weights move once per epoch, with the network's
         view of it just before the step.
         """
+        import torch
+        import torch.nn.functional as F
+
         rng = np.random.default_rng([seed, k])
         n, l = W.shape
-        net = Perceptron(Z.shape[1], l, tuple(self.hidden_layer_sizes), rng)
-        optimiser = Adam(net.params.size, self.alpha)
+        net = nets.Perceptron(Z.shape[1], l, tuple(self.hidden_layer_sizes), rng, Z_device.device)
+        optimiser = nets.Adam(net, self.alpha)
         W, changes = W.copy(), []
         classes = np.arange(l)
         n_steps, epochs = self._steps_per_epoch(n), self._epochs(n)
@@ -430,6 +443,7 @@ class Proden(BagWeightClassifier):
             if first == 0:
                 # n_steps batches of nearly equal size (none of one row: batch statistics need two)
                 order, before = rng.permutation(n), W.copy()
+                order_device = torch.from_numpy(order).to(Z_device.device)
                 edges = np.linspace(0, n, n_steps + 1).astype(np.int64)
                 # Each class's factor for the epoch: every class the same total weight (1 without class_balance).
                 factor = class_balance_factors(classes, W.sum(axis=0), l)[0] if self.class_balance else np.ones(l)
@@ -439,10 +453,14 @@ class Proden(BagWeightClassifier):
             starts = edges[:-1]
             for b in range(np.searchsorted(starts, first), np.searchsorted(starts, last)):  # batches starting here
                 rows = order[edges[b]:edges[b + 1]]
-                P = net.forward(Z[rows], train=True)
-                targets = W[rows].astype(np.float32) * factor
-                net.backward((P * targets.sum(axis=1, keepdims=True) - targets) / rows.size)
-                optimiser.step(net.params, net.grads, *one_cycle(epoch * n_steps + b, total, self.learning_rate))
+                logits = net.logits(Z_device.index_select(0, order_device[edges[b]:edges[b + 1]]), train=True)
+                targets = nets.as_tensor(W[rows].astype(np.float32) * factor, Z_device.device)
+                # the weighted cross-entropy: Σ_c t_ic (−log P_ic), averaged over the batch's rows
+                loss = F.cross_entropy(logits, targets)
+                net.zero_grad()
+                loss.backward()
+                optimiser.step(*nets.one_cycle(epoch * n_steps + b, total, self.learning_rate))
+                P = torch.softmax(logits.detach(), dim=1).cpu().numpy()
                 self._reweight(W, P, self._allowed(P, bags[rows], scores, epoch), rows)
             if part.stop == (epoch + 1) * n:
                 changes.append(float(0.5 * np.abs(W - before).sum(axis=1).mean()))
@@ -472,7 +490,7 @@ class Proden(BagWeightClassifier):
         for b in blocks(X.shape[0], PREDICT_ROWS):
             Z = self._scaled(X[b], np.float64)
             for net in self.networks_:
-                P[b, self._inner_classes] += net.forward(Z)[:, self._inner_classes]
+                P[b, self._inner_classes] += net.predict_proba(Z)[:, self._inner_classes]
         P /= P.sum(axis=1, keepdims=True)
         return prior_corrected(P, self.class_prior_)
 

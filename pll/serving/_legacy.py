@@ -49,13 +49,15 @@ MOVED_MODULES = {
     "pll.methods.base": "pll.methods._base",
     "pll.methods.dst_pll": "pll.methods._dst_pll",
     "pll.methods.ipal": "pll.methods._ipal",
-    "pll.methods.perceptron": "pll.methods._perceptron",
+    "pll.methods.perceptron": "pll.utils._mlp",
+    "pll.methods._perceptron": "pll.utils._mlp",
     "pll.methods.pl_aknn": "pll.methods._pl_aknn",
     "pll.methods.pl_classifier": "pll.methods._pl_classifier",
     "pll.methods.pl_knn": "pll.methods._pl_knn",
     "pll.methods.proden": "pll.methods._proden",
 }
-"""Each module of version 0.1 that no longer exists, and the module that holds its names now."""
+"""Each module of version 0.1 or 0.2 that no longer exists, and the module that holds its names now (Proden's numpy
+network of 0.2 became the PyTorch one of :mod:`pll.utils._mlp`, which reads its pickled buffers)."""
 
 
 def load_fitted(file):

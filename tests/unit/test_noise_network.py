@@ -1,7 +1,8 @@
-"""SquaredLossMLP: backpropagation, the SGD step, determinism, the classifier API, and how much it learns.
+"""SquaredLossMLP: its loss and gradients, the SGD step, determinism, the classifier API, and how much it learns.
 
-The reference forward pass below is written independently of the module; the
-gradients and the SGD step are checked against its central finite differences.
+The reference forward pass below is written independently of the module, in
+numpy; PyTorch's gradients and the SGD step are checked against its central
+finite differences.
 """
 
 import warnings
@@ -11,7 +12,10 @@ import pytest
 from sklearn.datasets import make_blobs, make_classification
 from sklearn.utils.estimator_checks import check_estimator
 
-from pll.noise._network import SquaredLossMLP, _loss_and_gradients
+torch = pytest.importorskip("torch", reason="the noise network needs the deep extra (PyTorch)")
+
+from pll.noise._network import SquaredLossMLP, squared_loss  # noqa: E402
+from pll.utils._mlp import Perceptron, as_tensor  # noqa: E402
 
 NAMES = ("coefs", "intercepts", "gammas", "betas")
 
@@ -60,9 +64,26 @@ def tiny_problem(seed=0, d=4, hidden=(5, 6), l=3, n=7):
     return params, X, T
 
 
+def layers(net):
+    """The network's parameters by kind, as numpy copies: weights, biases, scales, shifts."""
+    views = [v.detach().numpy().copy() for v in net._linear + net._norm]
+    n_linear = len(net._linear)
+    return dict(zip(NAMES, (views[:n_linear:2], views[1:n_linear:2], views[n_linear::2], views[n_linear + 1::2])))
+
+
+def network_with(params):
+    """A float64 Perceptron holding ``params`` (the layout of :func:`tiny_problem`)."""
+    sizes = [params["coefs"][0].shape[0], *(W.shape[1] for W in params["coefs"])]
+    net = Perceptron(sizes[0], sizes[-1], tuple(sizes[1:-1]), np.random.default_rng(0), dtype=np.float64)
+    with torch.no_grad():
+        for k, views in zip(NAMES, (net._linear[::2], net._linear[1::2], net._norm[::2], net._norm[1::2])):
+            for view, value in zip(views, params[k]):
+                view.copy_(torch.from_numpy(value))
+    return net
+
+
 def fitted_params(model):
-    arrays = (model.coefs_, model.intercepts_, model.bn_weights_, model.bn_biases_)
-    return dict(zip(NAMES, arrays))
+    return layers(model.network_)
 
 
 # ---------------------------------------------------------------- backpropagation and the SGD step
@@ -71,10 +92,16 @@ def fitted_params(model):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_gradients_match_finite_differences(seed):
     params, X, T = tiny_problem(seed)
-    loss, grads, _ = _loss_and_gradients(*(params[k] for k in NAMES), X, T)
-    assert loss == pytest.approx(reference_forward(params, X, T)[0], rel=1e-12)
+    net = network_with(params)
+    net.zero_grad()
+    loss = squared_loss(net.logits(as_tensor(X, "cpu", None), train=True), as_tensor(T, "cpu", None))
+    loss.backward()
+    assert loss.item() == pytest.approx(reference_forward(params, X, T)[0], rel=1e-12)
     numeric = numerical_gradients(params, X, T)
-    for k, analytic in zip(NAMES, grads):
+    grads = [v.grad.numpy() for v in net._linear + net._norm]
+    n_linear = len(net._linear)
+    analytic_by_kind = (grads[:n_linear:2], grads[1:n_linear:2], grads[n_linear::2], grads[n_linear + 1::2])
+    for k, analytic in zip(NAMES, analytic_by_kind):
         assert len(analytic) == len(params[k])
         for i, (a, f) in enumerate(zip(analytic, numeric[k])):
             assert a.shape == f.shape
@@ -94,7 +121,8 @@ def test_one_sgd_step_and_running_statistics():
         for p0, g, p1 in zip(start[k], grads[k], fitted_params(after)[k]):
             np.testing.assert_allclose(p1, p0 - 0.1 * g, rtol=0, atol=1e-8)
     _, activations = reference_forward(start, X, T)
-    for a, mean, var in zip(activations, after.running_means_, after.running_vars_):
+    running = [r.numpy() for r in after.network_.running_mean], [r.numpy() for r in after.network_.running_var]
+    for a, mean, var in zip(activations, *running):
         np.testing.assert_allclose(mean, 0.1 * a.mean(axis=0), rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(var, 0.9 + 0.1 * a.var(axis=0, ddof=1), rtol=1e-12)
 
@@ -102,12 +130,14 @@ def test_one_sgd_step_and_running_statistics():
 def test_pytorch_initialisation():
     X, y = np.random.default_rng(0).normal(size=(10, 50)), np.arange(10) % 4
     model = SquaredLossMLP(hidden=(200, 100), epochs=0, random_state=0).fit(X, y)
-    assert [W.shape for W in model.coefs_] == [(50, 200), (200, 100), (100, 4)]
-    for W, b in zip(model.coefs_, model.intercepts_):
+    params = fitted_params(model)
+    assert [W.shape for W in params["coefs"]] == [(50, 200), (200, 100), (100, 4)]
+    for W, b in zip(params["coefs"], params["intercepts"]):
         bound = 1 / np.sqrt(W.shape[0])
         assert np.abs(W).max() <= bound and np.abs(b).max() <= bound
         assert np.abs(W).max() > 0.95 * bound and abs(W.mean()) < 0.05 * bound  # fills the interval, centred
-    for w, bb, m, v in zip(model.bn_weights_, model.bn_biases_, model.running_means_, model.running_vars_):
+    net = model.network_
+    for w, bb, m, v in zip(params["gammas"], params["betas"], net.running_mean, net.running_var):
         assert (w == 1).all() and (bb == 0).all() and (m == 0).all() and (v == 1).all()
 
 
@@ -117,7 +147,7 @@ def test_one_row_batches_are_skipped():
     assert np.isfinite(model.predict_proba(X)).all()
     single = SquaredLossMLP(hidden=(8,), random_state=0).fit(X[:1], y[:1])  # every batch skipped
     untrained = SquaredLossMLP(hidden=(8,), epochs=0, random_state=0).fit(X[:1], y[:1])
-    for a, b in zip(single.coefs_, untrained.coefs_):
+    for a, b in zip(fitted_params(single)["coefs"], fitted_params(untrained)["coefs"]):
         np.testing.assert_array_equal(a, b)
 
 
