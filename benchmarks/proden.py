@@ -41,7 +41,11 @@ Run: ``nice .venv/bin/python benchmarks/proden.py [--seeds 0 1 2 3 4] [--dataset
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -51,9 +55,16 @@ from threadpoolctl import threadpool_limits
 
 import pll
 from pll.data import dst_pll_protocol
+from pll.methods import METHODS
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "realworld"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "realworld"
+UCI = ROOT.parent / "shared" / "data" / "uci"
 DATASETS = ("bird-song", "msrc-v2")
+UCI_GRID = ("ecoli", "flare", "mfeat-fourier", "semeion")
+"""The UCI sets of the strong-learners-uci grid (``benchmarks/grids/strong_learners_uci.yaml``), which ``--baseline``
+measures with the grid's class-dependent noise beside the real-world sets."""
+VI_PLL_FOLDS = 5
 VARIANTS = {
     "defaults": {},
     "3 networks": {"n_networks": 3},
@@ -74,8 +85,10 @@ CLEANING = {"cleaning alpha=0.1": 0.1, "cleaning alpha=0.05": 0.05, "cleaning al
 
 
 def data_path(name):
-    """A shared real-world set's file by name (``bird-song``), or any other path as given."""
-    return DATA / f"{name}.mat" if name in DATASETS else Path(name)
+    """A shared real-world set's file by name (``bird-song``), a UCI set of the grid by name, or any other path."""
+    if name in DATASETS:
+        return DATA / f"{name}.mat"
+    return UCI / f"{name}.arff" if name in UCI_GRID else Path(name)
 
 
 def cleaned_bags(X, S, alpha, seed):
@@ -92,47 +105,151 @@ def cleaned_bags(X, S, alpha, seed):
 
 
 def prepared(path, protocol):
-    """The data set at ``path`` as ``protocol`` prepares it: ``uai-2025`` keeps the classes of 99 % of the rows."""
+    """The data set at ``path`` as ``protocol`` prepares it.
+
+    ``uai-2025`` keeps the classes of 99 % of the rows; ``vi-pll``, as Fuchs &
+    Klein's loader, the classes that are some row's true label and in some bag,
+    and the rows of those classes; a UCI set of the grid gets its class-dependent
+    noise (seed 0).
+    """
     if protocol == "uai-2025":
         return dst_pll_protocol(pll.load_dataset(path), coverage=0.99)
-    return pll.load_dataset(path, protocol=protocol)
+    if protocol == "vi-pll":  # arrays (X, S, y): the classes' indices change
+        ds = pll.load_dataset(path)
+        kept = np.intersect1d(np.unique(ds.y), np.flatnonzero(ds.S.any(axis=0)))
+        rows = np.flatnonzero(np.isin(ds.y, kept))
+        return ds.X[rows], ds.S[np.ix_(rows, kept)], np.searchsorted(kept, ds.y[rows])
+    ds = pll.load_dataset(path, protocol=protocol)
+    if Path(path).stem in UCI_GRID:
+        ds = ds.with_bags(pll.noise.class_dependent(ds.y, ds.n_classes, random_state=0))
+    return ds
 
 
-def measure(params, seeds, datasets, clean_alpha=None, protocol="none"):
-    """Test accuracies by data set (one per seed), the fit seconds of all of them, and cleaning's effect."""
+def splits(ds, protocol, seeds):
+    """``(seed, training rows, test rows)`` of every split the protocol measures, the rows as ``(X, S, y)``.
+
+    Fuchs & Klein's protocol (``vi-pll``): scikit-learn's ``StratifiedKFold`` (5
+    folds, shuffled, ``random_state=42``) on the true labels, whatever the
+    seeds, each fold's model seeded by its number; otherwise
+    ``pll.train_test_split`` (80/20) for each seed.
+    """
+    if protocol == "vi-pll":
+        from sklearn.model_selection import StratifiedKFold
+
+        X, S, y = ds
+        folds = StratifiedKFold(VI_PLL_FOLDS, shuffle=True, random_state=42).split(X, y)
+        for fold, (train, test) in enumerate(folds):
+            yield fold, (X[train], S[train], y[train]), (X[test], S[test], y[test])
+        return
+    for seed in seeds:
+        train, test = pll.train_test_split(ds, random_state=seed)
+        yield seed, (train.X, train.S, train.y), (test.X, test.S, test.y)
+
+
+def measure(params, seeds, datasets, clean_alpha=None, protocol="none", method="proden"):
+    """Test accuracies by data set (one per split), the fit seconds of all of them, and cleaning's effect."""
     accuracy, seconds, bags = {}, 0.0, []
     for name in datasets:
         ds = prepared(data_path(name), protocol)
         accuracy[name] = []
-        for seed in seeds:
-            train, test = pll.train_test_split(ds, random_state=seed)
+        for seed, (X, S_train, y), (X_test, _, y_test) in splits(ds, protocol, seeds):
             t0 = time.perf_counter()
-            S = train.S
+            S = S_train
             if clean_alpha is not None:
-                S = cleaned_bags(train.X, train.S, clean_alpha, seed)
-                kept = S[np.arange(len(S)), train.y].mean()
-                bags.append((name, train.S.sum(axis=1).mean(), S.sum(axis=1).mean(), kept))
-            clf = pll.Proden(**params, random_state=seed).fit(train.X, S)
+                S = cleaned_bags(X, S_train, clean_alpha, seed)
+                kept = S[np.arange(len(S)), y].mean()
+                bags.append((name, S_train.sum(axis=1).mean(), S.sum(axis=1).mean(), kept))
+            clf = METHODS[method](**params, random_state=seed).fit(X, S)
             seconds += time.perf_counter() - t0
-            accuracy[name].append(float((clf.predict(test.X) == test.y).mean()))
+            accuracy[name].append(float((clf.predict(X_test) == y_test).mean()))
     return accuracy, seconds, bags
 
 
 def plain_epoch(model, X, S):
     """Seconds of one epoch of ``model``'s network on ``X`` with fixed uniform targets: no reweighting, no bookkeeping."""
-    from pll.methods._perceptron import Adam, Perceptron
+    import torch
+    import torch.nn.functional as F
 
-    Z = model._scaled(X)
-    T = (S / S.sum(axis=1, keepdims=True)).astype(np.float32)
+    from pll.utils._mlp import Adam, Perceptron, as_tensor, torch_threads
+
+    Z = as_tensor(model._scaled(X), "cpu")
+    T = as_tensor(S / S.sum(axis=1, keepdims=True), "cpu")
     net = Perceptron(Z.shape[1], S.shape[1], model.hidden_layer_sizes, np.random.default_rng(0))
-    optimiser, batch = Adam(net.params.size, model.alpha), model._batch(len(Z))
+    optimiser, batch = Adam(net, model.alpha), model._batch(len(Z))
     t0 = time.perf_counter()
-    for start in range(0, len(Z) - batch + 1, batch):
-        rows = slice(start, start + batch)
-        P = net.forward(Z[rows], train=True)
-        net.backward((P - T[rows]) / batch)
-        optimiser.step(net.params, net.grads, model.learning_rate, 0.9)
+    with torch_threads(1):
+        for start in range(0, len(Z) - batch + 1, batch):
+            rows = slice(start, start + batch)
+            net.zero_grad()
+            F.cross_entropy(net.logits(Z[rows], train=True), T[rows]).backward()
+            optimiser.step(model.learning_rate, 0.9)
+            torch.softmax(net.logits(Z[rows]).detach(), dim=1).numpy()
     return time.perf_counter() - t0
+
+
+BASELINE_WORKER = """
+import json, sys, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+import pll
+rng = np.random.default_rng(0)
+pll.Proden(max_epochs=2, random_state=0).fit(rng.random((40, 3)), rng.integers(0, 2, 40))  # imports and compiles
+for line in sys.stdin:
+    job = json.loads(line)
+    data = np.load(job["npz"])
+    t0 = time.process_time()
+    with threadpool_limits(1):
+        clf = pll.Proden(random_state=job["seed"]).fit(data["X"], data["S"])
+    seconds = time.process_time() - t0
+    print(json.dumps({"seconds": seconds, "predicted": clf.predict(data["X_test"]).tolist()}), flush=True)
+"""
+"""A process that fits the Proden of another revision on the splits it is sent (an .npz path and a seed a line)."""
+
+
+def against_baseline(revision, seeds, datasets, protocol):
+    """Proden's defaults here against those of git ``revision`` (its numpy network), split by split, in one run.
+
+    The revision's ``pll/`` is extracted to a temporary folder and imported
+    by a second process; the two fit the same splits in turn (which one goes
+    first alternates), each BLAS and PyTorch on one thread.  Prints each data
+    set's test accuracy under both and the ratio of the summed fit seconds, in
+    CPU seconds of each process, which what else runs on a shared machine
+    disturbs less than wall time.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "pll"], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        worker = subprocess.Popen([sys.executable, "-c", BASELINE_WORKER], cwd=tmp, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  env={**os.environ, "PYTHONPATH": tmp})
+        rng = np.random.default_rng(0)
+        pll.Proden(max_epochs=2, random_state=0).fit(rng.random((40, 3)), rng.integers(0, 2, 40))  # as the worker
+        print(f"| data set | {revision} (numpy) | this tree (PyTorch) | difference |\n| --- | --- | --- | --- |")
+        seconds, turn = {"base": 0.0, "here": 0.0}, 0
+        for name in datasets:
+            ds, accuracy = prepared(data_path(name), protocol), {"base": [], "here": []}
+            for seed, (X, S, _), (X_test, _, y_test) in splits(ds, protocol, seeds):
+                npz = Path(tmp) / "split.npz"
+                np.savez(npz, X=X, S=S, X_test=X_test)
+                for side in (("base", "here") if turn % 2 == 0 else ("here", "base")):
+                    if side == "base":
+                        worker.stdin.write(json.dumps({"npz": str(npz), "seed": seed}) + "\n")
+                        worker.stdin.flush()
+                        answer = json.loads(worker.stdout.readline())
+                        took, predicted = answer["seconds"], np.array(answer["predicted"])
+                    else:
+                        t0 = time.process_time()
+                        predicted = pll.Proden(random_state=seed).fit(X, S).predict(X_test)
+                        took = time.process_time() - t0
+                    seconds[side] += took
+                    accuracy[side].append(100 * float((predicted == y_test).mean()))
+                turn += 1
+            base, here = np.mean(accuracy["base"]), np.mean(accuracy["here"])
+            print(f"| {Path(name).stem} | {base:.1f} | {here:.1f} | {here - base:+.1f} |", flush=True)
+        worker.stdin.close()
+        worker.wait()
+    print(f"fit CPU seconds: {revision} {seconds['base']:.0f}, this tree {seconds['here']:.0f}; "
+          f"ratio (this tree / {revision}) {seconds['here'] / seconds['base']:.2f}")
 
 
 def at_scale(n_rows):
@@ -163,24 +280,36 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS),
                         help="shared real-world sets by name, or paths of other .mat files in the same format")
-    parser.add_argument("--variants", nargs="+", default=[*VARIANTS, *CLEANING], choices=[*VARIANTS, *CLEANING])
-    parser.add_argument("--protocol", default="none", choices=["none", "dst-pll", "uai-2025"],
-                        help="how the data sets are prepared: dst-pll as the DST-PLL paper, "
-                             "uai-2025 as Fuchs & Kalinke")
+    parser.add_argument("--variants", nargs="+", default=None, choices=[*VARIANTS, *CLEANING],
+                        help="Proden's changes to measure (default: all of them; for another method its defaults)")
+    parser.add_argument("--protocol", default="none", choices=["none", "dst-pll", "uai-2025", "vi-pll"],
+                        help="how the data sets are prepared and split: dst-pll as the DST-PLL paper, "
+                             "uai-2025 as Fuchs & Kalinke, vi-pll as Fuchs & Klein (stratified 5-fold)")
+    parser.add_argument("--method", default="proden", choices=["proden", "crosel", "vi_pll"],
+                        help="the deep learner whose defaults and variants are measured")
     parser.add_argument("--rows", type=int, default=None, help="measure the defaults at scale instead")
+    parser.add_argument("--baseline", metavar="REVISION", default=None,
+                        help="compare Proden's defaults with those of a git revision (e.g. the numpy network's "
+                             "1f33d6a) on the data sets, the UCI grid's with --datasets")
     args = parser.parse_args(argv)
     if args.rows is not None:
         with threadpool_limits(1):
             at_scale(args.rows)
         return
-    print(f"seeds {args.seeds}; protocol {args.protocol}; defaults: {pll.Proden().get_params()}")
+    if args.baseline is not None:
+        with threadpool_limits(1):
+            against_baseline(args.baseline, args.seeds, args.datasets, args.protocol)
+        return
+    variants = args.variants or ([*VARIANTS, *CLEANING] if args.method == "proden" else ["defaults"])
+    print(f"seeds {args.seeds}; protocol {args.protocol}; defaults: {METHODS[args.method]().get_params()}")
     names = [Path(name).stem for name in args.datasets]
     print(f"| variant | {' | '.join(names)} | fit time ratio |\n| --- |{' --- |' * len(names)} --- |")
     baseline = None
     with threadpool_limits(1):
-        for variant in args.variants:
+        for variant in variants:
             params, clean_alpha = VARIANTS.get(variant, {}), CLEANING.get(variant)
-            accuracy, seconds, bags = measure(params, args.seeds, args.datasets, clean_alpha, args.protocol)
+            accuracy, seconds, bags = measure(params, args.seeds, args.datasets, clean_alpha, args.protocol,
+                                              args.method)
             baseline = baseline or seconds
             cells = " | ".join(f"{100 * np.mean(a):.1f} ± {100 * np.std(a, ddof=1) if len(a) > 1 else 0:.1f}"
                                for a in accuracy.values())

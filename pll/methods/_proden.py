@@ -443,24 +443,26 @@ class Proden(BagWeightClassifier):
             if first == 0:
                 # n_steps batches of nearly equal size (none of one row: batch statistics need two)
                 order, before = rng.permutation(n), W.copy()
-                order_device = torch.from_numpy(order).to(Z_device.device)
                 edges = np.linspace(0, n, n_steps + 1).astype(np.int64)
                 # Each class's factor for the epoch: every class the same total weight (1 without class_balance).
                 factor = class_balance_factors(classes, W.sum(axis=0), l)[0] if self.class_balance else np.ones(l)
-                factor = factor.astype(np.float32)
+                # The epoch's inputs and targets in batch order, gathered once: a row's weights change only after
+                # its own step, so its targets are its weights at the start of the epoch.
+                inputs = Z_device.index_select(0, torch.from_numpy(order).to(Z_device.device))
+                targets = nets.as_tensor(W[order] * factor, Z_device.device)
                 scores = self._calibration_scores(net, Z, bags) if epoch >= CLEANING_START else None
             last = part.stop - epoch * n
             starts = edges[:-1]
             for b in range(np.searchsorted(starts, first), np.searchsorted(starts, last)):  # batches starting here
-                rows = order[edges[b]:edges[b + 1]]
-                logits = net.logits(Z_device.index_select(0, order_device[edges[b]:edges[b + 1]]), train=True)
-                targets = nets.as_tensor(W[rows].astype(np.float32) * factor, Z_device.device)
+                batch = slice(edges[b], edges[b + 1])
+                logits = net.logits(inputs[batch], train=True)
                 # the weighted cross-entropy: Σ_c t_ic (−log P_ic), averaged over the batch's rows
-                loss = F.cross_entropy(logits, targets)
+                loss = F.cross_entropy(logits, targets[batch])
                 net.zero_grad()
                 loss.backward()
                 optimiser.step(*nets.one_cycle(epoch * n_steps + b, total, self.learning_rate))
                 P = torch.softmax(logits.detach(), dim=1).cpu().numpy()
+                rows = order[batch]
                 self._reweight(W, P, self._allowed(P, bags[rows], scores, epoch), rows)
             if part.stop == (epoch + 1) * n:
                 changes.append(float(0.5 * np.abs(W - before).sum(axis=1).mean()))
