@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 
-import pll
+pytest.importorskip("torch", reason="the audit's default learners are PRODEN networks: the deep extra (PyTorch)")
+
+import pll  # noqa: E402
 from pll.audit import (
     audit_bags,
     cross_fitted_proba,

@@ -20,6 +20,8 @@ from tests.docs_blocks import ROOT, all_blocks, blocks, pages, shell_commands
 
 README = ROOT / "README.md"
 PYTHON_PAGES = [p for p in pages() if any(b.lang == "python" and b.skip is None for b in blocks(p))]
+DEEP = re.compile(r"Proden|CroSel|ViPll|audit_bags|audit_dataset")
+"""What a page's examples run that needs the deep extra: a deep learner, or the audit with its default learners."""
 CHEAP_PLL = re.compile(r"^(\.venv/bin/)?pll( [a-z-]+)? (--help|-h)$|^(\.venv/bin/)?pll (datasets|--help|-h)$")
 
 
@@ -43,7 +45,10 @@ def _checks(code, ns):
         assert conflict.sum() > 20 and wrong[conflict].mean() > 5 * wrong[r.accept].mean()
 
 
-@pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", [
+    pytest.param(p, marks=pytest.mark.deep) if any(DEEP.search(b.code) for b in blocks(p) if b.lang == "python")
+    else p for p in PYTHON_PAGES
+], ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_blocks_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a block that writes a file writes it here
     namespace = {"__name__": "__docs__"}

@@ -18,7 +18,8 @@ import pll
 # Defaults, except PL A-kNN's T = 50, which needs more training rows than the checks' data sets hold, and
 # Proden's epochs and networks, which only take longer.
 ESTIMATORS = [pll.PlKnn(), pll.DstPll(), pll.PlAknn(max_neighbors=5), pll.Ipal(n_neighbors=5), pll.PlClassifier(),
-              pll.Proden(max_epochs=5, n_networks=2), pll.TrustScore(), pll.PlAknnPreprocessor()]
+              pytest.param(pll.Proden(max_epochs=5, n_networks=2), marks=pytest.mark.deep),
+              pll.TrustScore(), pll.PlAknnPreprocessor()]
 
 
 @pytest.fixture

@@ -118,6 +118,7 @@ def test_paper_text_class_dependent_noise_adds_exactly_the_partner():
     assert S[np.flatnonzero(extra), partner[y[extra]]].all()
 
 
+@pytest.mark.deep
 def test_the_authors_noise_network_spreads_flip_probabilities_more_evenly_than_a_fitted_one():
     """Its 10 epochs of SGD leave it near its initialisation: the wrong labels' chances differ less within a row."""
     ds = pll.load_dataset("digits")
