@@ -1,6 +1,7 @@
 """What a user gets from the defaults of PlClassifier and Proden on real partial labels (issue #36; benchmarks/)."""
 
 import numpy as np
+import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.preprocessing import MinMaxScaler
 
@@ -33,6 +34,7 @@ def test_class_balance_keeps_unregularised_boosting_from_collapsing_on_msrc_v2(s
     assert (model.predict(test.X) == test.y).mean() > 0.4
 
 
+@pytest.mark.deep
 def test_proden_with_its_defaults_beats_dst_pll_on_bird_song(shared_data):
     """The authors' recipe (batch-normalised network, minibatches of 16): 72.4 % on this split against DST-PLL's 67.4 %."""
     train, test = split(shared_data, "bird-song", 0)
