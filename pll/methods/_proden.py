@@ -199,14 +199,17 @@ class Proden(BagWeightClassifier):
     -----
     Time is ``n_networks × n_epochs_`` passes over the rows, each a forward
     and a backward pass of the network; the reweighting reuses the forward
-    pass's probabilities.  Memory: ``X`` scaled (a float32 copy), the weights
-    (``n × l`` float64, three copies while a network trains) and one
-    minibatch's activations.  Measured at 1,000,000 rows × 32 features, 20
-    classes (``benchmarks/proden.py --rows 1000000``, BLAS on one thread,
-    beside a grid run that kept both cores busy): 244 s for 5 epochs (of
-    3,906 steps of 256 rows), 1.83 GiB peak for the whole benchmark, every
-    training row disambiguated to its true label; 5.5 times one plain epoch
-    of the same network, so the reweighting adds a tenth.
+    pass's probabilities.  Memory: ``X`` scaled (a float32 copy, and one in
+    the epoch's order), the weights (``n × l`` float64, three copies while a
+    network trains, and the epoch's targets in float32) and one minibatch's
+    activations.  Measured at 1,000,000 rows × 32 features, 20 classes
+    (``benchmarks/proden.py --rows 1000000``, one thread, beside two other
+    benchmarks on both cores): 164 s for 5 epochs (of 3,906 steps of 256
+    rows), 2.22 GiB peak for the whole benchmark, every training row
+    disambiguated to its true label; 3.9 times one plain epoch of the same
+    network (the numpy network of pll 0.2: 244 s, 1.83 GiB).  On the
+    real-world sets and the UCI grid's, a fit takes 0.91 times the CPU time of
+    that numpy network (``benchmarks/proden.py --baseline 1f33d6a``).
 
     Examples
     --------
