@@ -19,6 +19,8 @@ _PUBLIC = {
     "PlClassifier": ".methods",
     "PlKnn": ".methods",
     "Proden": ".methods",
+    "CroSel": ".methods",
+    "ViPll": ".methods",
     "RejectPrediction": ".methods",
     "TrustScore": ".reject.trust_score",
     "predict_with_reject": ".methods",

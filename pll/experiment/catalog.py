@@ -19,6 +19,8 @@ METHODS = {
     "ipal": "IPAL: label propagation over a reconstruction graph, then minimum-error reconstruction",
     "pl_classifier": "any scikit-learn classifier (parameter estimator) trained by cross-fitted disambiguation",
     "proden": "PRODEN: a neural network on every candidate, reweighted each epoch by its own probabilities",
+    "crosel": "CroSel: two networks, each trained on the rows the other is confidently and stably sure of",
+    "vi_pll": "VI-PLL: a Dirichlet posterior over two networks' logits, fitted against a CVAE p(x|y) and a prior",
 }
 
 FEATURE_PIPELINES = {

@@ -10,10 +10,12 @@ from ._pl_aknn import PlAknn
 from ._pl_classifier import PlClassifier
 from ._pl_knn import PlKnn
 from ._proden import Proden
+from ._crosel import CroSel
+from ._vi_pll import ViPll
 from . import reasons
 
 METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal, "pl_classifier": PlClassifier,
-           "proden": Proden}
+           "proden": Proden, "crosel": CroSel, "vi_pll": ViPll}
 
 
 def make_method(name, params=None, random_state=None):
@@ -39,6 +41,7 @@ def make_method(name, params=None, random_state=None):
 
 __all__ = [
     "METHODS",
+    "CroSel",
     "DstPll",
     "Ipal",
     "NeighborMethod",
@@ -47,6 +50,7 @@ __all__ = [
     "PlKnn",
     "Proden",
     "RejectPrediction",
+    "ViPll",
     "make_method",
     "predict_with_reject",
     "reasons",

@@ -231,7 +231,7 @@ class CroSel(BagWeightClassifier):
     Examples
     --------
     >>> import numpy as np, pll
-    >>> from pll.methods._crosel import CroSel
+    >>> from pll import CroSel
     >>> X = np.array([[0.0], [0.2], [0.4], [0.6], [1.0], [1.2], [1.4], [1.6]])
     >>> S = [{"a", "b"}, {"a"}, {"a", "c"}, {"a"}, {"b", "c"}, {"c"}, {"c"}, {"a", "c"}]
     >>> clf = CroSel(max_epochs=30, random_state=0).fit(X, S)

@@ -33,9 +33,11 @@ METHOD_COLOURS = {
     "ipal": "#CC79A7",
     "pl_classifier": "#E69F00",
     "proden": "#F0E442",
+    "crosel": "#000000",
+    "vi_pll": "#6A3D9A",  # outside Okabe–Ito, whose sky blue shares the blue's hue
 }
 # The rest of the palette, for methods outside the catalog.
-EXTRA_COLOURS = ("#56B4E9", "#000000", "#999999")
+EXTRA_COLOURS = ("#56B4E9", "#999999")
 OPTION_STYLES = {"native": "-", "trust": "--"}
 OTHER_OPTION_STYLE = ":"
 OPTION_MARKERS = {"native": "o", "trust": "D"}

@@ -97,7 +97,7 @@ def test_site_builds_with_warnings_as_errors(tmp_path):
         owner = next(c for c in cls.__mro__ if name in vars(c))
         return owner.__module__.startswith("pll.") and not re.fullmatch(r"set_\w+_request", name)
 
-    for name in ("DstPll", "PlKnn", "PlAknn", "Ipal", "PlClassifier", "Proden"):
+    for name in ("DstPll", "PlKnn", "PlAknn", "Ipal", "PlClassifier", "Proden", "CroSel", "ViPll"):
         estimator = getattr(pll, name)
         methods = {m for m in dir(estimator) if not m.startswith("_") and callable(getattr(estimator, m))
                    and defined_by_pll(estimator, m)}

@@ -19,6 +19,8 @@ import pll
 # Proden's epochs and networks, which only take longer.
 ESTIMATORS = [pll.PlKnn(), pll.DstPll(), pll.PlAknn(max_neighbors=5), pll.Ipal(n_neighbors=5), pll.PlClassifier(),
               pytest.param(pll.Proden(max_epochs=5, n_networks=2), marks=pytest.mark.deep),
+              pytest.param(pll.CroSel(max_epochs=6, warmup_epochs=3), marks=pytest.mark.deep),
+              pytest.param(pll.ViPll(max_epochs=10, pretrain_epochs=2), marks=pytest.mark.deep),
               pll.TrustScore(), pll.PlAknnPreprocessor()]
 
 
