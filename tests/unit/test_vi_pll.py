@@ -15,7 +15,9 @@ from sklearn.datasets import make_classification
 import pll
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError
 from pll.methods._proden import Proden
-from pll.methods._vi_pll import (
+
+torch = pytest.importorskip("torch", reason="ViPll needs the deep extra (PyTorch)")
+from pll.methods._vi_pll import (  # noqa: E402
     INPUT_NOISE,
     KL_SHARE,
     LOG_EPS,
@@ -25,8 +27,6 @@ from pll.methods._vi_pll import (
     max_entropy_prior,
     new_weights,
 )
-
-torch = pytest.importorskip("torch")
 from pll.utils._mlp import BN_EPS, Perceptron  # noqa: E402
 
 FAST = {"max_epochs": 5, "pretrain_epochs": 2, "n_importance": 2, "n_samples": 3, "batch_size": 16}
