@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -20,8 +19,6 @@ PREDICT_ROWS = 2**14
 """Rows per block when the networks predict."""
 INPUT_NOISE = 0.01
 """Standard deviation of the Gaussian noise added to each network's (scaled) input in training (the authors')."""
-KL_SHARE = 0.01
-"""Weight of ``log p(z) − log q(z | x, y)`` in the importance weights of ``log p(x | y)`` (the authors')."""
 LOG_EPS = 1e-10
 """Added inside every logarithm of a probability, as the authors' code does."""
 SIGMA_DECAY = 0.95
@@ -64,147 +61,6 @@ def new_weights(alpha, bags):
     w = w / w.sum(axis=1, keepdims=True)
     top = w.amax(dim=1, keepdim=True) if hasattr(w, "amax") else w.max(axis=1, keepdims=True)  # torch or numpy
     return w / top
-
-
-class FlatLayers:
-    """Dense layers (weights (fan_in, fan_out), bias) whose float32 parameters are views into one buffer.
-
-    The interface of :class:`pll.utils._mlp.Perceptron` that
-    :class:`pll.utils._mlp.Adam` updates in one fused call: ``params`` (the
-    buffer), ``views`` (the parameters, leaves of autograd, whose ``.grad``
-    the last ``backward`` left), :meth:`views_of`, :meth:`zero_grad`,
-    ``grads``.  ``layers[i]`` is the ``(W, b)`` pair of the ``i``-th
-    ``(fan_in, fan_out)``.  Initialised as PyTorch's ``Linear``.  Generic:
-    it belongs in :mod:`pll.utils._mlp` once another learner needs it.
-    """
-
-    def __init__(self, shapes, rng, device="cpu"):
-        from ..utils._mlp import init_linear
-
-        self.shapes = [tuple(s) for s in shapes]
-        parts = [a.ravel() for fan_in, fan_out in self.shapes for a in init_linear(rng, fan_in, fan_out)]
-        self._load(np.concatenate(parts).astype(np.float32), device)
-
-    def _shapes(self):
-        return [s for fan_in, fan_out in self.shapes for s in ((fan_in, fan_out), (fan_out,))]
-
-    def _load(self, params, device):
-        import torch
-
-        self.device = torch.device(device)
-        self.params = torch.tensor(params, device=self.device)
-        self.views = [view.requires_grad_() for view in self.views_of(self.params)]
-        self.layers = list(zip(self.views[::2], self.views[1::2]))
-
-    def views_of(self, buffer):
-        """Views into ``buffer`` (the size of ``params``) shaped as the parameters, in their order."""
-        views, start = [], 0
-        for s in self._shapes():
-            stop = start + math.prod(s)
-            views.append(buffer[start:stop].view(s))
-            start = stop
-        return views
-
-    def zero_grad(self):
-        for view in self.views:
-            view.grad = None
-
-    @property
-    def grads(self):
-        """The gradients of the last ``backward`` (zero where none) in the layout of ``params``: a copy."""
-        import torch
-
-        return torch.cat([(v.grad if v.grad is not None else torch.zeros_like(v)).reshape(-1) for v in self.views])
-
-    def __getstate__(self):
-        return {"shapes": self.shapes, "params": self.params.detach().cpu().numpy().copy()}
-
-    def __setstate__(self, state):
-        self.shapes = state["shapes"]
-        self._load(state["params"], "cpu")
-
-
-class Cvae(FlatLayers):
-    """The authors' conditional VAE ``p(x | y)``: ``[x, y] → h → (μ, log σ²)``, ``[z, y] → h → hardsigmoid → x``.
-
-    One hidden ReLU layer each way, no batch normalisation.  Layers in
-    buffer order: encoder hidden, μ, log σ², decoder hidden, decoder output.
-    """
-
-    def __init__(self, n_features, n_classes, latent, hidden, rng, device="cpu"):
-        d, l, z, h = n_features, n_classes, latent, hidden
-        self.sizes = (d, l, z, h)
-        super().__init__([(d + l, h), (h, z), (h, z), (z + l, h), (h, d)], rng, device)
-
-    def __getstate__(self):
-        return {**super().__getstate__(), "sizes": self.sizes}
-
-    def __setstate__(self, state):
-        self.sizes = state["sizes"]
-        super().__setstate__(state)
-
-    def encode(self, x, y):
-        """``(μ, log σ²)`` of ``q(z | x, y)`` for rows ``x`` (B, d) and label vectors ``y`` (B, l)."""
-        import torch
-        import torch.nn.functional as F
-
-        (W1, b1), (Wm, bm), (Wv, bv) = self.layers[:3]
-        h = F.relu(torch.addmm(b1, torch.cat((x, y), dim=1), W1))
-        return torch.addmm(bm, h, Wm), torch.addmm(bv, h, Wv)
-
-    def decode(self, z, y):
-        """The reconstruction of latent rows ``z`` (B, latent) under label vectors ``y`` (B, l)."""
-        import torch
-        import torch.nn.functional as F
-
-        (W1, b1), (W2, b2) = self.layers[3:]
-        h = F.relu(torch.addmm(b1, torch.cat((z, y), dim=1), W1))
-        return F.hardsigmoid(torch.addmm(b2, h, W2))
-
-    def loss(self, x, y, eps):
-        """The authors' CVAE loss: mean squared reconstruction error plus the KL term, both averaged over entries.
-
-        ``eps`` (B, latent): the standard normal draws of the reparametrisation.
-        Returns ``(loss, reconstruction MSE)``.
-        """
-        import torch
-
-        mu, logvar = self.encode(x, y)
-        recon = self.decode(mu + eps * torch.exp(0.5 * logvar), y)
-        mse = torch.mean((recon - x) ** 2)
-        kl = -0.5 * torch.mean(1 + logvar - mu**2 - logvar.exp())
-        return mse + kl, mse
-
-    def log_likelihood(self, x, sigma, eps):
-        """The importance-weighted estimate of ``log p(x | y = c)`` for every row and class, shape (B, l).
-
-        ``eps`` (K, B, l, latent): standard normal draws, ``K`` samples per
-        row and class.  As the authors: with ``z_k = μ + ε_k σ_z`` from the
-        encoder of ``(x, e_c)``, ``w_k = log N(x; x̂(z_k, e_c), σ²)`` (the
-        squared error averaged over features) ``+ 0.01 (log p(z_k) − log q(z_k | x, e_c))``
-        (both averaged over latent dimensions), the estimate is
-        ``logsumexp_k w_k − log K``.  The encoder's first layer sees ``x``
-        once and adds each class's column block (a one-hot ``y`` selects it),
-        the same numbers as the authors' repeated rows.
-        """
-        import torch
-        import torch.nn.functional as F
-
-        d, l, _, _ = self.sizes
-        (W1, b1), (Wm, bm), (Wv, bv), (V1, c1), (V2, c2) = self.layers
-        h = F.relu((x @ W1[:d] + b1)[:, None, :] + W1[d:][None, :, :])  # (B, l, h)
-        mu, logvar = h @ Wm + bm, h @ Wv + bv  # (B, l, z)
-        z = mu + eps * torch.exp(0.5 * logvar)  # (K, B, l, z)
-        K, B = eps.shape[:2]
-        g = (z.reshape(-1, z.shape[-1]) @ V1[:-l]).view(K, B, l, -1)
-        g = F.relu(g + (V1[-l:] + c1)).view(K * B * l, -1)  # row c of V1's label block for class c
-        recon = F.hardsigmoid(torch.addmm(c2, g, V2)).view(K, B, l, d)
-        mse = ((recon - x[None, :, None, :]) ** 2).mean(dim=-1)
-        log_p_x = -0.5 * (mse / sigma**2 + math.log(2 * math.pi * sigma**2))
-        log_p_z = -0.5 * (z**2 + math.log(2 * math.pi)).mean(dim=-1)
-        log_q_z = -0.5 * ((z - mu) ** 2 / torch.exp(logvar) + logvar + math.log(2 * math.pi)).mean(dim=-1)
-        w = log_p_x + KL_SHARE * (log_p_z - log_q_z)
-        return torch.logsumexp(w, dim=0) - math.log(eps.shape[0])
 
 
 def dirichlet_samples(alpha, k, generator):
@@ -511,6 +367,8 @@ class ViPll(BagWeightClassifier):
         # the authors' second network is a deep copy of the first: the same start, other input noise
         self.networks_ = [nets.Perceptron(d, l, tuple(self.hidden_layer_sizes), np.random.default_rng([seed, 2]),
                                           device) for _ in range(2)]
+        from ._cvae import Cvae
+
         self.cvae_ = Cvae(d, l, self.latent_dim, self.cvae_hidden, np.random.default_rng([seed, 3]), device)
         Z_device = nets.as_tensor(Z, device)
         bags_device = torch.as_tensor(bags, dtype=torch.float32, device=device)

@@ -57,14 +57,81 @@ def as_tensor(X, device, dtype=torch.float32):
     return torch.as_tensor(np.ascontiguousarray(X), dtype=dtype, device=device)
 
 
-class Perceptron:
+class FlatParameters:
+    """Parameters that are views into one flat buffer, ``params``: what :class:`Adam` updates in one fused call.
+
+    ``views`` are the parameters (leaves of autograd) in the order of
+    ``_shapes()``, which a subclass gives; a ``loss.backward()`` after
+    :meth:`zero_grad` fills their ``.grad`` by handing its own tensors over
+    rather than adding them to zeros (0.1 ms a step of Proden's network).
+    """
+
+    def _shapes(self):
+        raise NotImplementedError
+
+    def _bind(self, params, device):
+        """``params`` (numpy) as a tensor on ``device``, and the parameters' views into it."""
+        self.device = torch.device(device)
+        self.params = torch.tensor(params, device=self.device)
+        self.views = [view.requires_grad_() for view in self.views_of(self.params)]
+
+    def views_of(self, buffer):
+        """Views into ``buffer`` (the size of ``params``) shaped as the parameters, in their order."""
+        views, start = [], 0
+        for s in self._shapes():
+            stop = start + math.prod(s)
+            views.append(buffer[start:stop].view(s))
+            start = stop
+        return views
+
+    def zero_grad(self):
+        """Forget the last gradients: the next ``backward`` hands its own tensors over, with nothing to add to."""
+        for view in self.views:
+            view.grad = None
+
+    @property
+    def grads(self):
+        """The gradients of the last ``backward`` (zero where none) in the layout of ``params``: a copy."""
+        return torch.cat([(v.grad if v.grad is not None else torch.zeros_like(v)).reshape(-1) for v in self.views])
+
+    def sgd_step(self, lr):
+        """Plain gradient descent from the last gradients: ``params −= lr · grads``."""
+        with torch.no_grad():
+            torch._foreach_add_(self.views, [v.grad for v in self.views], alpha=-lr)
+
+
+class DenseLayers(FlatParameters):
+    """Dense layers, each ``(W, b)`` with weights (fan_in, fan_out), initialised as PyTorch's ``Linear``; float32.
+
+    ``layers[i]`` is the pair of the ``i``-th ``(fan_in, fan_out)`` of
+    ``shapes``; how they connect is the subclass's (VI-PLL's CVAE).
+    """
+
+    def __init__(self, shapes, rng, device="cpu"):
+        self.shapes = [tuple(s) for s in shapes]
+        parts = [a.ravel() for fan_in, fan_out in self.shapes for a in init_linear(rng, fan_in, fan_out)]
+        self._bind(np.concatenate(parts).astype(DTYPE), device)
+
+    def _shapes(self):
+        return [s for fan_in, fan_out in self.shapes for s in ((fan_in, fan_out), (fan_out,))]
+
+    def _bind(self, params, device):
+        super()._bind(params, device)
+        self.layers = list(zip(self.views[::2], self.views[1::2]))
+
+    def __getstate__(self):
+        return {"shapes": self.shapes, "params": self.params.detach().cpu().numpy().copy()}
+
+    def __setstate__(self, state):
+        self.shapes = state["shapes"]
+        self._bind(state["params"], "cpu")
+
+
+class Perceptron(FlatParameters):
     """Hidden layers of ``Linear → ReLU → BatchNorm``, then a linear layer; parameters in one buffer (float32 unless told).
 
     ``params`` holds each layer's weights (fan_in, fan_out) and bias, then
-    each hidden layer's normalisation scale and shift; ``views`` are the
-    parameters, views into it, whose ``.grad`` a ``loss.backward()`` fills
-    (after :meth:`zero_grad`, by handing its own tensors over rather than
-    adding them to zeros: 0.1 ms a step of Proden's network).  Initialised as PyTorch's defaults: weights and
+    each hidden layer's normalisation scale and shift.  Initialised as PyTorch's defaults: weights and
     biases uniform in ``±1/sqrt(fan_in)``, scales 1, shifts 0.  Batch
     normalisation is PyTorch's: the batch's biased variance in training, its
     unbiased one in the running statistics, which inference uses.
@@ -93,22 +160,11 @@ class Perceptron:
 
     def _load(self, params, running_mean, running_var, device):
         """Tensors on ``device`` from numpy arrays; the layers' views into ``params``."""
-        self.device = torch.device(device)
-        self.params = torch.tensor(params, device=self.device)
+        self._bind(params, device)
         self.running_mean = [torch.tensor(r, device=self.device) for r in running_mean]
         self.running_var = [torch.tensor(r, device=self.device) for r in running_var]
-        self.views = [view.requires_grad_() for view in self.views_of(self.params)]
         n_linear = 2 * (len(self.sizes) - 1)
         self._linear, self._norm = self.views[:n_linear], self.views[n_linear:]
-
-    def views_of(self, buffer):
-        """Views into ``buffer`` (the size of ``params``) shaped as the parameters, in their order."""
-        views, start = [], 0
-        for s in self._shapes():
-            stop = start + math.prod(s)
-            views.append(buffer[start:stop].view(s))
-            start = stop
-        return views
 
     def __getstate__(self):
         return {
@@ -137,16 +193,6 @@ class Perceptron:
                              training=train, momentum=BN_MOMENTUM, eps=BN_EPS)
         return torch.addmm(b[-1], h, W[-1])
 
-    def zero_grad(self):
-        """Forget the last gradients: the next ``backward`` hands its own tensors over, with nothing to add to."""
-        for view in self.views:
-            view.grad = None
-
-    @property
-    def grads(self):
-        """The gradients of the last ``backward`` (zero where none) in the layout of ``params``: a copy."""
-        return torch.cat([(v.grad if v.grad is not None else torch.zeros_like(v)).reshape(-1) for v in self.views])
-
     def predict_proba(self, Z, dtype=np.float64):
         """Softmax probabilities of the rows ``Z`` (numpy), inference mode, computed in ``dtype`` on the CPU.
 
@@ -158,18 +204,13 @@ class Perceptron:
         with torch.no_grad():
             return torch.softmax(net.logits(as_tensor(Z, "cpu", net.params.dtype)), dim=1).numpy()
 
-    def sgd_step(self, lr):
-        """Plain gradient descent on ``params`` from the last gradients: ``params −= lr · grads``."""
-        with torch.no_grad():
-            torch._foreach_add_(self.views, [v.grad for v in self.views], alpha=-lr)
-
     def _copy(self, dtype):
         """This network on the CPU in ``dtype``, for inference."""
         state = self.__getstate__()
         copy = object.__new__(type(self))
         copy.sizes = self.sizes
-        copy._load(*(np.asarray(a, dtype) if isinstance(a, np.ndarray) else [np.asarray(r, dtype) for r in a]
-                     for a in (state["params"], state["running_mean"], state["running_var"])), "cpu")
+        copy._load(np.asarray(state["params"], dtype), [np.asarray(r, dtype) for r in state["running_mean"]],
+                   [np.asarray(r, dtype) for r in state["running_var"]], "cpu")
         return copy
 
 

@@ -17,11 +17,10 @@ from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError
 from pll.methods._proden import Proden
 
 torch = pytest.importorskip("torch", reason="ViPll needs the deep extra (PyTorch)")
+from pll.methods._cvae import KL_SHARE, Cvae  # noqa: E402
 from pll.methods._vi_pll import (  # noqa: E402
     INPUT_NOISE,
-    KL_SHARE,
     LOG_EPS,
-    Cvae,
     ViPll,
     dirichlet_samples,
     max_entropy_prior,
