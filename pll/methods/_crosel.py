@@ -5,13 +5,12 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..utils._deep import networks, resolve_device
 from ..utils._random import seed_to_int
 from ..utils.progress import blocks, track
-from ..utils.validation import check_params, check_X, encode_bags
-from ._bag_weights import BagWeightClassifier, restricted
+from ._bag_weights import restricted
+from ._network_base import NetworkClassifier
 
 LARGE_DATA_ROWS = 5000
 """From this many training rows ``batch_size="auto"`` takes 256 rows per step instead of 64."""
@@ -84,7 +83,7 @@ def cc_loss(P, bags):
     return -torch.log((bags * P).sum(dim=1) + LOG_EPS).mean()
 
 
-class CroSel(BagWeightClassifier):
+class CroSel(NetworkClassifier):
     """CroSel: two networks that pick confident pseudo labels for each other from their recent epochs.
 
     Cross selection of confident pseudo labels (Tian, Li, Zhang, Wang, Liu,
@@ -293,16 +292,6 @@ class CroSel(BagWeightClassifier):
         self.device = device
         self.random_state = random_state
 
-    def _validate_params(self):
-        """scikit-learn's checks of ``_parameter_constraints``, and positive layer sizes, which they cannot say."""
-        super()._validate_params()
-        sizes = self.hidden_layer_sizes
-        if not (len(sizes) > 0 and all(isinstance(h, Integral) and not isinstance(h, bool) and h >= 1 for h in sizes)):
-            raise InvalidParameterError(
-                f"The 'hidden_layer_sizes' parameter of {type(self).__name__} must be a non-empty tuple of "
-                f"positive ints. Got {sizes!r} instead."
-            )
-
     def fit(self, X, S, neighbors=None):
         """Warm both networks up on the bags, then train each on the other's selection.
 
@@ -319,27 +308,14 @@ class CroSel(BagWeightClassifier):
         -------
         self
         """
-        check_params(self)
-        X = check_X(self, X, reset=True)
-        nets = networks(type(self).__name__)
-        device = resolve_device(self.device, type(self).__name__)
-        n = X.shape[0]
-        S_train, classes = encode_bags(S, n)
-        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
-        low, spread = X.min(axis=0), np.ptp(X, axis=0)
-        self.offset_, self.scale_ = low, np.where(spread > 0.0, spread, 1.0)
-        Z = self._scaled(X)
-        self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
-        self._inner_classes = np.flatnonzero(bags.any(axis=0))  # a class in no bag gets no probability
+        nets, device, X, bags = self._start_fit(X, S)
+        n, Z = X.shape[0], self._scaled(X)
         with nets.torch_threads(1):  # as Proden: deterministic on the CPU, and faster for small batches
             self.networks_, last, self.selected_shares_ = self._train(nets, Z, bags, device, seed_to_int(self.random_state))
         self.n_warmup_epochs_ = self._epochs(n)[0]
         self.weights_ = restricted(last, bags)
         self.n_epochs_ = self.selected_shares_.shape[1]
         return self
-
-    def _scaled(self, X, dtype=np.float32):
-        return ((X - self.offset_) / self.scale_).astype(dtype)
 
     def _batch(self, n):
         """Rows per step: ``batch_size``, or for ``"auto"`` 64 below :data:`LARGE_DATA_ROWS` rows and 256 from there."""

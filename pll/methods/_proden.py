@@ -5,17 +5,15 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..utils._random import seed_to_int
 from ..errors import PllError
 from ..neighbors import kneighbors
 from ..utils.progress import blocks, track
-from ..utils.validation import check_params, check_X, encode_bags
 from ._bag_weights import (
     INIT_NEIGHBORS,
     INITIALISATIONS,
-    BagWeightClassifier,
     check_init_rows,
     class_balance_factors,
     initial_weights,
@@ -23,7 +21,7 @@ from ._bag_weights import (
     restricted,
     standardization,
 )
-from ..utils._deep import networks, resolve_device
+from ._network_base import NetworkClassifier
 
 SCALINGS = ("minmax", "standard", "cube_root")
 LARGE_DATA_ROWS = 5000
@@ -38,7 +36,7 @@ MIN_CALIBRATION_ROWS = 100
 """Fewest calibration rows of candidate cleaning (the study's choice), next to a fifth of the rows."""
 
 
-class Proden(BagWeightClassifier):
+class Proden(NetworkClassifier):
     """PRODEN: a network trained on every row's weights over its bag, which it re-estimates as it learns.
 
     Progressive identification of true labels (Lv, Xu, Feng, Niu, Geng,
@@ -289,21 +287,6 @@ class Proden(BagWeightClassifier):
             )
         super().__setstate__(state)
 
-    def _validate_params(self):
-        """scikit-learn's checks of ``_parameter_constraints``, and positive layer sizes, which they cannot say.
-
-        So that :func:`pll.utils.validation.check_params` (``fit``, a grid, the
-        command line) refuses ``(0,)`` before anything runs, not the network
-        at its first epoch.
-        """
-        super()._validate_params()
-        sizes = self.hidden_layer_sizes
-        if not (len(sizes) > 0 and all(isinstance(h, Integral) and not isinstance(h, bool) and h >= 1 for h in sizes)):
-            raise InvalidParameterError(
-                f"The 'hidden_layer_sizes' parameter of {type(self).__name__} must be a non-empty tuple of "
-                f"positive ints. Got {sizes!r} instead."
-            )
-
     def fit(self, X, S, neighbors=None):
         """Train the networks on the rows' weights, reweighting the rows of every minibatch.
 
@@ -320,19 +303,10 @@ class Proden(BagWeightClassifier):
         -------
         self
         """
-        check_params(self)
-        X = check_X(self, X, reset=True)
-        nets = networks(type(self).__name__)
-        device = resolve_device(self.device, type(self).__name__)
-        n = X.shape[0]
-        check_init_rows(self, n)
-        S_train, classes = encode_bags(S, n)
-        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
-        self.offset_, self.scale_ = self._scaling_of(X)
+        nets, device, X, bags = self._start_fit(X, S)
+        check_init_rows(self, X.shape[0])
         Z = self._scaled(X)
         seed = seed_to_int(self.random_state)
-        self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
-        self._inner_classes = np.flatnonzero(bags.any(axis=0))  # a class in no bag gets no probability
         start = initial_weights(self.init, Z, bags, seed)
         self._train_neighbors = self._own_neighbors(Z, seed)
         self._calibration = self._calibration_rows(bags, seed)
@@ -356,8 +330,7 @@ class Proden(BagWeightClassifier):
     def _scaling_of(self, X):
         """``(offset, scale)`` of the features, shape (d,) each, so that the network's input is ``(f(X) - offset) / scale``."""
         if self.scaling == "minmax":
-            low, spread = X.min(axis=0), np.ptp(X, axis=0)
-            return low, np.where(spread > 0.0, spread, 1.0)
+            return super()._scaling_of(X)
         return standardization(np.cbrt(X) if self.scaling == "cube_root" else X)
 
     def _scaled(self, X, dtype=np.float32):

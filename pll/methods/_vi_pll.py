@@ -9,9 +9,7 @@ from sklearn.utils._param_validation import Interval
 
 from ..utils._random import seed_to_int
 from ..utils.progress import blocks, track
-from ..utils.validation import check_params, check_X, encode_bags
-from ._bag_weights import BagWeightClassifier
-from ..utils._deep import networks, resolve_device
+from ._network_base import NetworkClassifier
 
 REPORT_ROWS = 2**16
 """Rows of minibatches between two progress reports."""
@@ -93,7 +91,7 @@ def vi_loss(samples, log_prior, log_lik, weights, prior_weight, likelihood_weigh
     return per_row.mean()
 
 
-class ViPll(BagWeightClassifier):
+class ViPll(NetworkClassifier):
     """VI-PLL: a Dirichlet posterior over each row's label, fitted by variational inference against a CVAE ``p(x | y)``.
 
     Variational inference for partial-label learning (Fuchs & Klein,
@@ -299,18 +297,6 @@ class ViPll(BagWeightClassifier):
         self.device = device
         self.random_state = random_state
 
-    def _validate_params(self):
-        """scikit-learn's checks, and positive layer sizes, which they cannot say (as :class:`Proden`)."""
-        from ..errors import InvalidParameterError
-
-        super()._validate_params()
-        sizes = self.hidden_layer_sizes
-        if not (len(sizes) > 0 and all(isinstance(h, Integral) and not isinstance(h, bool) and h >= 1 for h in sizes)):
-            raise InvalidParameterError(
-                f"The 'hidden_layer_sizes' parameter of {type(self).__name__} must be a non-empty tuple of "
-                f"positive ints. Got {sizes!r} instead."
-            )
-
     def fit(self, X, S, neighbors=None):
         """Pretrain the CVAE on the bags, then train the two networks and the CVAE by minibatches.
 
@@ -327,25 +313,13 @@ class ViPll(BagWeightClassifier):
         -------
         self
         """
-        check_params(self)
-        X = check_X(self, X, reset=True)
-        nets = networks(type(self).__name__)
-        device = resolve_device(self.device, type(self).__name__)
+        nets, device, X, bags = self._start_fit(X, S)
         n = X.shape[0]
-        S_train, classes = encode_bags(S, n)
-        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
-        low, spread = X.min(axis=0), np.ptp(X, axis=0)
-        self.offset_, self.scale_ = low, np.where(spread > 0.0, spread, 1.0)
-        self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
-        self._inner_classes = np.flatnonzero(bags.any(axis=0))
         self.prior_ = max_entropy_prior(bags)
         seed = seed_to_int(self.random_state)
         with nets.torch_threads(1):
             self._fit(nets, device, self._scaled(X), bags, seed)
         return self
-
-    def _scaled(self, X, dtype=np.float32):
-        return ((X - self.offset_) / self.scale_).astype(dtype)
 
     def _batch(self, n):
         return min(self.batch_size, n)
