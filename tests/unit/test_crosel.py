@@ -9,15 +9,15 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import make_classification
 
-import pll
-import pll.methods._crosel as crosel
-from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError
-from pll.methods._crosel import HISTORY, LARGE_DATA_ROWS, CroSel, selection, step_loss
-from pll.methods._proden import Proden
-from pll.utils import _mlp
-from pll.utils.progress import reporting
+torch = pytest.importorskip("torch", reason="CroSel needs the deep extra (PyTorch)")
 
-torch = pytest.importorskip("torch")
+import pll  # noqa: E402
+import pll.methods._crosel as crosel  # noqa: E402
+from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError  # noqa: E402
+from pll.methods._crosel import HISTORY, LARGE_DATA_ROWS, CroSel, selection, step_loss  # noqa: E402
+from pll.methods._proden import Proden  # noqa: E402
+from pll.utils import _mlp  # noqa: E402
+from pll.utils.progress import reporting  # noqa: E402
 
 FAST = {"warmup_epochs": 3, "max_epochs": 4}
 
