@@ -33,6 +33,8 @@ TABLE_NOTE = ("Per data set, every method run over its seeds: test accuracy (mea
               "of accuracy against DST-PLL and against the best kNN method (PL-kNN, DST-PLL or PL A-kNN, by mean; "
               "two-sided, paired by seed), and `R_0.10` of each reject option at its own rule and at the threshold "
               "calibrated on the validation hold-out (`cal`).")
+DEEP_NOTE = ("The deep learners (PRODEN, CroSel, VI-PLL) against their publishers' own numbers, each under the "
+             "publisher's protocol: [Deep learners](deep-learners.md).")
 GRIDS = ("strong-learners", "strong-learners-dst-pll", "strong-learners-uci")
 KNN_METHODS = ("pl_knn", "dst_pll", "pl_aknn")
 OPTIONS = ("native", "trust", "conformal")
@@ -94,7 +96,7 @@ def dataset_table(rows):
 def report(client, experiment_id, grids):
     """The Markdown page: what it holds, then per grid and data set the table of :func:`dataset_table`."""
     parts = [f"# Strong learners against the kNN methods\n\nWritten by `benchmarks/strong_learners.py` from the "
-             f"latest run of the grids {', '.join(grids)} (`benchmarks/grids/`). {TABLE_NOTE}"]
+             f"latest run of the grids {', '.join(grids)} (`benchmarks/grids/`). {TABLE_NOTE}\n\n{DEEP_NOTE}"]
     for name in grids:
         table = grid_results(client, experiment_id, name)
         if table is None or table.empty:
