@@ -114,9 +114,11 @@ class CroSel(NetworkClassifier):
     study's rule), 300 epochs after the warm-up.
 
     Measured under the VI-PLL protocol (5 stratified folds on the true
-    labels, seed 42; one thread, on two cores shared with other work):
-    75.7 % on bird-song (59 s a fit), 51.9 % on msrc-v2 (28 s) and 75.8 % on
-    lost (8 s), where the VI-PLL study reports 75.5, 52.3 and 72.9 % for its
+    labels, every model seeded 42; one thread, on two cores shared with other
+    work): 75.7 % on bird-song (59 s a fit), 51.9 % on msrc-v2 (28 s) and
+    75.8 % on lost (8 s); seeded by the fold's number instead, as
+    ``benchmarks/proden.py --method crosel --protocol vi-pll`` seeds them,
+    74.1, 52.1 and 75.8 % (``docs/deep-learners.md``), where the VI-PLL study reports 75.5, 52.3 and 72.9 % for its
     CroSel (the best method there: 76.2, 60.2, 78.5 %).  The UAI study's 16
     rows a step with 100 epochs reached 71.9, 48.4 and 79.4 % (34, 20 and
     12 s); 32 rows with 200 epochs 51.7 % on msrc-v2 and 77.2 % on lost;
