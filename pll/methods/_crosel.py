@@ -10,16 +10,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..utils._random import seed_to_int
 from ..utils.progress import blocks, track
 from ._bag_weights import restricted
-from ._network_base import NetworkClassifier
+from ._network_base import REPORT_ROWS, NetworkClassifier
 
 LARGE_DATA_ROWS = 5000
 """From this many training rows ``batch_size="auto"`` takes 256 rows per step instead of 64."""
 SMALL_BATCH, LARGE_BATCH = 64, 256
 """``batch_size="auto"``: the VI-PLL study's 64 rows below :data:`LARGE_DATA_ROWS` rows, the UAI study's 256 from there."""
-REPORT_ROWS = 2**16
-"""Rows of minibatches between two progress reports."""
-PREDICT_ROWS = 2**14
-"""Rows per block when a network predicts."""
 HISTORY = 3
 """Epochs of each network's probabilities kept (the memory bank): the selection reads the last three."""
 WARMUP_LEARNING_RATE = 1e-3
@@ -434,12 +430,7 @@ class CroSel(NetworkClassifier):
 
     def _proba(self, X):
         """The two networks' mean probabilities for checked ``X``, block by block, rows summing to 1 in float64."""
-        P = np.zeros((X.shape[0], self.n_classes_))
-        for b in blocks(X.shape[0], PREDICT_ROWS):
-            Z = self._scaled(X[b], np.float64)
-            for net in self.networks_:
-                P[b, self._inner_classes] += net.predict_proba(Z)[:, self._inner_classes]
-        return P / P.sum(axis=1, keepdims=True)
+        return self._mean_proba(X)
 
     def fit_summary(self):
         """How the training ended, for a run's log: epochs, warm-up epochs, the last epoch's mean selected share."""

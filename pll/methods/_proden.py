@@ -21,15 +21,11 @@ from ._bag_weights import (
     restricted,
     standardization,
 )
-from ._network_base import NetworkClassifier
+from ._network_base import PREDICT_ROWS, REPORT_ROWS, NetworkClassifier
 
 SCALINGS = ("minmax", "standard", "cube_root")
 LARGE_DATA_ROWS = 5000
 """From this many training rows ``batch_size="auto"`` takes 256 rows per step instead of 16 (the authors' rule)."""
-REPORT_ROWS = 2**16
-"""Rows of minibatches between two progress reports."""
-PREDICT_ROWS = 2**14
-"""Rows per block when a network predicts: its hidden activations stay near 20 MiB per 300 units."""
 CLEANING_START = 10
 """Epochs before candidate cleaning starts: the network first learns from the whole bags (the study's choice)."""
 MIN_CALIBRATION_ROWS = 100
@@ -459,18 +455,8 @@ class Proden(NetworkClassifier):
         W[rows] = restricted(P, allowed)
 
     def _proba(self, X):
-        """The networks' mean probabilities for checked ``X``, block by block, rows summing to 1 in float64.
-
-        In float64 (the float32 weights promoted): in float32 a row's probabilities
-        would depend in their last digit on which rows share its block.
-        """
-        P = np.zeros((X.shape[0], self.n_classes_))
-        for b in blocks(X.shape[0], PREDICT_ROWS):
-            Z = self._scaled(X[b], np.float64)
-            for net in self.networks_:
-                P[b, self._inner_classes] += net.predict_proba(Z)[:, self._inner_classes]
-        P /= P.sum(axis=1, keepdims=True)
-        return prior_corrected(P, self.class_prior_)
+        """The networks' mean probabilities for checked ``X`` (float64), moved to the class prior with ``class_balance``."""
+        return prior_corrected(self._mean_proba(X), self.class_prior_)
 
     def fit_summary(self):
         """How the training ended, for a run's log: epochs, networks, the mean weight change of the last epoch."""

@@ -9,12 +9,8 @@ from sklearn.utils._param_validation import Interval
 
 from ..utils._random import seed_to_int
 from ..utils.progress import blocks, track
-from ._network_base import NetworkClassifier
+from ._network_base import PREDICT_ROWS, REPORT_ROWS, NetworkClassifier
 
-REPORT_ROWS = 2**16
-"""Rows of minibatches between two progress reports."""
-PREDICT_ROWS = 2**14
-"""Rows per block when the networks predict."""
 INPUT_NOISE = 0.01
 """Standard deviation of the Gaussian noise added to each network's (scaled) input in training (the authors')."""
 LOG_EPS = 1e-10
@@ -445,7 +441,7 @@ class ViPll(NetworkClassifier):
         import torch.nn.functional as F
 
         P = np.zeros((X.shape[0], self.n_classes_))
-        copies = [net._copy(np.float64) for net in self.networks_]
+        copies = [net.cast(np.float64) for net in self.networks_]
         for b in blocks(X.shape[0], PREDICT_ROWS):
             Z = torch.from_numpy(self._scaled(X[b], np.float64))
             with torch.no_grad():

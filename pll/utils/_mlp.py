@@ -200,12 +200,12 @@ class Perceptron(FlatParameters):
         its block, as they would in their last float32 digit.
         """
         same = self.params.dtype == torch.from_numpy(np.empty(0, dtype)).dtype and self.device.type == "cpu"
-        net = self if same else self._copy(dtype)
+        net = self if same else self.cast(dtype)
         with torch.no_grad():
             return torch.softmax(net.logits(as_tensor(Z, "cpu", net.params.dtype)), dim=1).numpy()
 
-    def _copy(self, dtype):
-        """This network on the CPU in ``dtype``, for inference."""
+    def cast(self, dtype):
+        """A copy of this network on the CPU in ``dtype``, for inference."""
         state = self.__getstate__()
         copy = object.__new__(type(self))
         copy.sizes = self.sizes
