@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from concurrent.futures import CancelledError
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
@@ -119,8 +120,12 @@ class FlowCluster:
     **Values sent once.**  Handed over as they are, a task's arguments travel inside its task graph: the
     scheduler holds every array, and the same rows cross the network once for each task that reads them (17
     "large graph" warnings in one 50,000-row run).  :meth:`send` scatters each value once, as it first goes to a
-    task (:func:`pll.neighbors.sharded.send`: with a spare copy, so a lost worker loses no value a task still
-    reads), and the task takes its future.
+    task (:func:`pll.neighbors.sharded.send`), and the task takes its future.
+
+    **Lost values sent again.**  A worker that dies takes the values it held: Dask keeps no spare copy for long
+    (its active memory manager drops replicas that no waiting task needs).  The flow holds every value, so a
+    stage that the scheduler cancels for a lost one is :meth:`lost`, and :meth:`send` sends its values again
+    when the stage is submitted again.
 
     **Lost workers said.**  The scheduler reruns what a killed worker held, and the run's results do not change;
     :meth:`lost_workers` reads the scheduler's events since the run began, so that the run can say which worker
@@ -144,9 +149,22 @@ class FlowCluster:
         from pll.neighbors.sharded import send
 
         for name, value in zip(names, values):
-            if name not in self._sent:
+            if name not in self._sent or self._sent[name].status not in ("pending", "finished"):
                 self._sent[name] = send(self._client, value)
         return tuple(self._sent[name] for name in names)
+
+    def lost(self, future) -> bool:
+        """Whether the scheduler cancelled the task of the Prefect ``future`` for a value a dead worker took
+        with it (the stage is to be submitted again); not for any error of its own."""
+        if self._client is None:
+            return False
+        try:
+            future.wrapped_future.result()
+        except CancelledError:
+            return True
+        except Exception:  # noqa: BLE001 - the stage's own error, raised where its result is read
+            return False
+        return False
 
     def keep(self, names) -> None:
         """Let the cluster drop every value sent that is not in ``names``."""

@@ -30,7 +30,9 @@ from pll.experiment import (
     plan_run,
     prediction_frames,
 )
+from pll.errors import ClusterError
 from pll.neighbors import DEFAULT_BACKEND
+from pll.neighbors.sharded import SEND_TRIES
 from pll.noise import describe_noise
 from pll.reporting.tables import markdown_table
 from pll_pipeline.cache.policy import bounded, lineage_keys, uncached
@@ -68,15 +70,18 @@ def submit_protocol(protocol: Protocol, raw, cluster: FlowCluster | None = None)
     # them all again (at 50,000 rows: 0.7 s to compute, 192 of the cache's 524 MB).
     last_task = uncached(stage_task)
     keys = lineage_keys(protocol, {"raw": raw})
-    values, waiting, running = protocol.values(raw), list(protocol.stages), {}
+    values, waiting, running, reruns = protocol.values(raw), list(protocol.stages), {}, {}
+
+    def submit(stage):
+        task = last_task if stage is protocol.stages[-1] else stage_task
+        future = task.submit(stage, keys[stage.writes], cluster.send(stage.reads, values.inputs(stage)))
+        cluster.name_task(future, stage.label)
+        running[future] = stage
 
     def submit_ready():
         for stage in [s for s in waiting if values.ready(s)]:
             waiting.remove(stage)
-            task = last_task if stage is protocol.stages[-1] else stage_task
-            future = task.submit(stage, keys[stage.writes], cluster.send(stage.reads, values.inputs(stage)))
-            cluster.name_task(future, stage.label)
-            running[future] = stage
+            submit(stage)
 
     # Parallel work comes from the stages, side by side on the flow's threads, as on Dask's workers, which
     # start with one BLAS thread each: a BLAS thread pool of its own per product only spins between the cell
@@ -86,9 +91,19 @@ def submit_protocol(protocol: Protocol, raw, cluster: FlowCluster | None = None)
         while running:
             future = next(as_completed(list(running)))
             future.wait()  # its final state, not the API's record of it, which may lag behind
+            stage = running.pop(future)
+            if cluster.lost(future):  # a worker died with a value it reads: sent again, run again
+                reruns[stage.label] = reruns.get(stage.label, 0) + 1
+                if reruns[stage.label] == SEND_TRIES:
+                    raise ClusterError(f"stage {stage.label}: the Dask cluster lost its inputs {SEND_TRIES} times; "
+                                       "its workers keep dying")
+                get_run_logger().warning("Stage %s: a Dask worker died with a value it reads; sent again, run again",
+                                         stage.label)
+                submit(stage)
+                continue
             if not future.state.is_completed():
                 stop_stages(FlowRunContext.get().flow_run.id)
-            values.record(running.pop(future), future.result())
+            values.record(stage, future.result())
             cluster.keep(values.held)
             submit_ready()
     return values.result

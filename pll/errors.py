@@ -51,6 +51,10 @@ class TrackingStoreError(PllError):
     """The MLflow tracking store named by a URI cannot be reached or written."""
 
 
+class ClusterError(PllError):
+    """A Dask cluster keeps losing the values a computation reads: its workers keep dying."""
+
+
 class MissingExtraError(ImportError):
     """A part of the project was imported without the extra that installs its dependencies (its message names it)."""
 

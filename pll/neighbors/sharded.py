@@ -2,13 +2,19 @@
 
 Arrays reach the workers by scatter (:func:`send`), never inside a task graph,
 which the scheduler would hold and resend with every task that reads it.  Each
-shard's rows are sent once, and kept on a second worker too, so the scheduler
-can rebuild a shard elsewhere when its worker dies; each block of query rows is
-sent once to every worker, since every shard searches it.  The client holds the
-shard futures, so an index is built once per shard and stays on its worker,
-warm (numba compiled), for every later query.  The per-shard top-k lists,
-already in float64, are merged by (distance, index), which for exact shards
-gives exactly the exact result.
+shard's rows are sent once, and so is each block of query rows, which the
+workers of the other shards fetch from the first.  The client holds the shard
+futures, so an index is built once per shard and stays on its worker, warm
+(numba compiled), for every later query.  The per-shard top-k lists, already in
+float64, are merged by (distance, index), which for exact shards gives exactly
+the exact result.
+
+A worker that dies takes its values with it.  Spare copies do not prevent
+that: Dask's active memory manager drops every replica beyond what waiting
+tasks need, within seconds.  The client holds the training and query rows
+instead, so a search that the scheduler cancels for a lost value is sent
+again: its block, and its shard rebuilt from rows sent anew where those are
+gone (:meth:`ShardedIndex.iter_search`).
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ import atexit
 import threading
 import time
 import uuid
+from concurrent.futures import CancelledError
 from contextlib import contextmanager
 
 import numpy as np
 
+from ..errors import ClusterError
 from ..utils.validation import check_positive_int
 from .backends import local_index
 from .exact import top_k
@@ -82,33 +90,30 @@ def _waiting():
         rejoin()
 
 
-SPARE_COPIES = 2
-"""Workers that hold each array :func:`send` scatters: one may die and the tasks that read the array still run."""
-
-
 SEND_TRIES = 5
 SEND_BACKOFF_SECONDS = 1.0
 
 
-def send(client, value, *, everywhere=False):
+def send(client, value):
     """``value`` on the cluster of ``client``, as a future that tasks take in its place.
 
-    Scattered once, not embedded in a task graph; kept on :data:`SPARE_COPIES`
-    workers (``everywhere``: on every worker), so that a lost worker loses no
-    value that a task still to run, or to rerun, reads.
+    Scattered once to one worker, not embedded in a task graph; the workers
+    that read it fetch it from there.  A worker that dies as the value goes to
+    it is let go by the scheduler, and the value sent again.  (No broadcast:
+    the scheduler's replication waits forever on a worker that died.)
     """
     for attempt in range(SEND_TRIES):
         try:
-            future = client.scatter([value], hash=False, broadcast=everywhere)[0]
-            if not everywhere:  # asks the scheduler who is there: not once per query block
-                copies = min(SPARE_COPIES, len(client.scheduler_info()["workers"]))
-                if copies > 1:
-                    client.replicate([future], n=copies)
-            return future
-        except OSError:  # a worker died as the value went to it: sent again once the scheduler has let it go
+            return client.scatter([value], hash=False)[0]
+        except OSError:
             if attempt == SEND_TRIES - 1:
                 raise
             time.sleep(SEND_BACKOFF_SECONDS * (attempt + 1))
+
+
+def _alive(future):
+    """Whether ``future`` is computed or on its way; not cancelled or lost with a worker."""
+    return future.status in ("pending", "finished")
 
 
 @atexit.register
@@ -224,28 +229,34 @@ class ShardedIndex:
 
     def _build(self):
         """Submit one build task per shard at :attr:`depth` and wait for all of them."""
+        self._token = uuid.uuid4().hex
+        if not self._rows:  # sent once; a deeper rebuild reads the same rows
+            self._rows = [None] * (len(self._bounds) - 1)
+        self.shards = [self._submit_build(i) for i in range(len(self._rows))]
+        with _waiting():
+            for i in range(len(self.shards)):
+                for attempt in range(SEND_TRIES):
+                    try:
+                        self.shards[i].result()  # a failed build raises here, not at the first query
+                        break
+                    except CancelledError as error:  # its worker died with its rows
+                        if attempt == SEND_TRIES - 1:
+                            raise ClusterError(f"the Dask cluster lost a shard's rows {SEND_TRIES} times: "
+                                               "its workers keep dying") from error
+                        self.shards[i] = self._submit_build(i)
+
+    def _submit_build(self, i):
+        """The future of shard ``i`` built at :attr:`depth`, its rows sent (again, if the cluster lost them)."""
         X_train, k, backend, options, random_state = self._build_args
         if self.depth:
             options = {**options, "depth": self.depth}
-        self._token = uuid.uuid4().hex
-        if not self._rows:  # sent once; a deeper rebuild reads the same rows
-            self._rows = [send(self.client, np.ascontiguousarray(X_train[a:b]))
-                          for a, b in zip(self._bounds[:-1], self._bounds[1:])]
-        self.shards = [
-            self.client.submit(
-                build_shard,
-                rows,
-                int(a),
-                k,
-                backend,
-                self._seeded(backend, options, random_state, a),
-                key=f"pll-knn-shard-{self._token}-{i}",
-            )
-            for i, (rows, a) in enumerate(zip(self._rows, self._bounds[:-1]))
-        ]
-        with _waiting():
-            for future in self.shards:
-                future.result()  # a failed build raises here, not at the first query
+        a, b = self._bounds[i], self._bounds[i + 1]
+        if self._rows[i] is None or not _alive(self._rows[i]):
+            self._rows[i] = send(self.client, np.ascontiguousarray(X_train[a:b]))
+        return self.client.submit(
+            build_shard, self._rows[i], int(a), k, backend, self._seeded(backend, options, random_state, a),
+            key=f"pll-knn-shard-{self._token}-{i}-{uuid.uuid4().hex}",
+        )
 
     def widen(self):
         """Search every shard wider from now on (at most :attr:`max_breadth` steps)."""
@@ -289,34 +300,58 @@ class ShardedIndex:
         parts, meta = {}, {}
         running = as_completed(loop=self.client.loop)
 
+        def submit_search(b, s):
+            future = self.client.submit(
+                search_shard, self.shards[s], parts[b][2], k, breadth,
+                key=f"pll-knn-query-{self._token}-{uuid.uuid4().hex}",
+            )
+            meta[future.key] = (b, s)
+            running.add(future)
+
         def submit_next():
             b, start = next(blocks, (None, None))
             if b is None:
                 return
             rows = slice(start, min(start + self.block_rows, n_query))
             # Held until every shard's result is in: a result lost with its worker is recomputed from it.
-            block = send(self.client, (np.ascontiguousarray(Q[rows]), exclude[rows]), everywhere=True)
-            parts[b] = (rows, [None] * len(self.shards), block)
-            for s, shard in enumerate(self.shards):
-                future = self.client.submit(
-                    search_shard, shard, block, k, breadth, key=f"pll-knn-query-{self._token}-{uuid.uuid4().hex}"
-                )
-                meta[future.key] = (b, s)
-                running.add(future)
+            parts[b] = [rows, [None] * len(self.shards), self._send_block(Q, exclude, rows)]
+            for s in range(len(self.shards)):
+                submit_search(b, s)
 
+        def search_again(b, s):
+            """A search cancelled for a value lost with its worker: its block and shard sent again where lost."""
+            tries[b, s] = tries.get((b, s), 0) + 1
+            if tries[b, s] == SEND_TRIES:
+                raise ClusterError(f"the Dask cluster lost a query block's values {SEND_TRIES} times: "
+                                     "its workers keep dying")
+            if not _alive(parts[b][2]):
+                parts[b][2] = self._send_block(Q, exclude, parts[b][0])
+            if not _alive(self.shards[s]):
+                self.shards[s] = self._submit_build(s)
+            submit_search(b, s)
+
+        tries = {}
         for _ in range(2 * len(self.shards)):
             submit_next()
         with _waiting():
             for future in running:
                 b, s = meta.pop(future.key)
+                try:
+                    result = future.result()
+                except CancelledError:  # a value it read was lost with a worker (even after it finished)
+                    search_again(b, s)
+                    continue
                 rows, found, _ = parts[b]
-                found[s] = future.result()
+                found[s] = result
                 future.release()
                 if all(f is not None for f in found):
                     del parts[b]
                     indices, distances = top_k(np.hstack([f[0] for f in found]), np.hstack([f[1] for f in found]), k)
                     submit_next()
                     yield rows, indices, distances
+
+    def _send_block(self, Q, exclude, rows):
+        return send(self.client, (np.ascontiguousarray(Q[rows]), exclude[rows]))
 
     def search(self, Q, k, exclude=None, breadth=None):
         """Merged top-``k`` over all shards at ``breadth`` (default :attr:`breadth`); see

@@ -219,10 +219,15 @@ def _method_metrics(uri):
     return {r.info.run_name: {k: v for k, v in r.data.metrics.items() if "seconds" not in k} for r in runs}
 
 
+@pytest.mark.parametrize("every", [False, True], ids=["the-busy-worker", "every-worker"])
 def test_a_worker_killed_mid_run_on_a_hand_started_cluster_is_said_and_changes_nothing(hand_started_cluster,
-                                                                                      tmp_path):
+                                                                                      tmp_path, every):
     """The drill of a killed worker, on the README's cluster: the run finishes with the metrics of an undisturbed
-    run, and one console line and the pipeline run's tags name the worker and the tasks that ran again."""
+    run, and a console line and the pipeline run's tags name each worker and the tasks that ran again.
+
+    Killing every worker loses every value on the cluster: the flow sends the values of the stage that was running
+    again, and says so.
+    """
     from pll.data.synthetic import make_partial_label_table
     from pll_pipeline.tracking.urls import LOST_WORKERS_TAG, RERUN_TASKS_TAG
 
@@ -252,24 +257,28 @@ def test_a_worker_killed_mid_run_on_a_hand_started_cluster_is_said_and_changes_n
             assert run.poll() is None and time.monotonic() < deadline, (tmp_path / "killed.log").read_text()[-3000:]
             busy = {w: keys for w, keys in client.processing().items() if any(k.startswith("run_stage") for k in keys)}
             time.sleep(0.05)
-        victim = next(iter(busy))
-        os.kill(client.run(os.getpid, workers=[victim])[victim], 9)
+        victims = list(client.scheduler_info()["workers"]) if every else [next(iter(busy))]
+        for pid in client.run(os.getpid, workers=victims).values():
+            os.kill(pid, 9)
         assert run.wait(timeout=900) == 0, (tmp_path / "killed.log").read_text()[-3000:]
     finally:
         with contextlib.suppress(ProcessLookupError):
             run.kill()
     output = (tmp_path / "killed.log").read_text()
     lines = [line for line in output.splitlines() if "lost during the run" in line]
-    assert len(lines) == 1 and victim in lines[0] and "stage " not in lines[0].split("elsewhere:")[0], lines
+    assert len(lines) == len(victims) and all(any(victim in line for line in lines) for victim in victims), lines
+    assert not any("stage " in line.split("elsewhere:")[0] for line in lines), lines
     assert "Traceback" not in output, output[-3000:]
+    assert ("sent again, run again" in output) or not every, output[-3000:]
 
     uri = f"sqlite:///{tmp_path / 'killed'}.db"
     store = MlflowClient(uri)
     (pipeline_run,) = store.search_runs([e.experiment_id for e in store.search_experiments()],
                                         "tags.`pll.kind` = 'pipeline'")
-    assert victim in pipeline_run.data.tags[LOST_WORKERS_TAG]
+    assert all(victim in pipeline_run.data.tags[LOST_WORKERS_TAG] for victim in victims)
     rerun = pipeline_run.data.tags[RERUN_TASKS_TAG]
-    assert rerun != "none" and rerun in lines[0]
+    assert any(tasks != "none" for tasks in rerun.split("; "))
+    assert all(tasks in " ".join(lines) for tasks in rerun.split("; "))
     assert _method_metrics(uri) == _method_metrics(f"sqlite:///{tmp_path / 'undisturbed'}.db")
 
 
