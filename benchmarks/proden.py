@@ -41,7 +41,8 @@ grid's class-dependent noise), 5 seeds: 73.3 → 74.0, 53.3 → 53.9, 83.5 → 8
 
 ``--method crosel|vi_pll``: another deep learner's defaults (the variants are Proden's); ``--protocol vi-pll``
 splits as Fuchs & Klein's code does: stratified 5-fold cross-validation (``random_state=42``) of the classes
-that are some row's true label.
+that are some row's true label.  ``--params JSON`` sets parameters on top of each variant's, e.g. the
+settings the VI-PLL authors' script gives one data set.
 
 ``--datasets``: other real-world sets in the same ``.mat`` format by path (e.g. ``lost.mat``, which the
 project does not ship), in place of or beside the shared ones.
@@ -298,6 +299,9 @@ def main(argv=None):
                              "uai-2025 as Fuchs & Kalinke, vi-pll as Fuchs & Klein (stratified 5-fold)")
     parser.add_argument("--method", default="proden", choices=["proden", "crosel", "vi_pll"],
                         help="the deep learner whose defaults and variants are measured")
+    parser.add_argument("--params", type=json.loads, default={}, metavar="JSON",
+                        help="parameters of the method set on top of each variant's, e.g. the settings a paper's "
+                             "script gives one data set: '{\"likelihood_weight\": 25, \"prior_weight\": 2}'")
     parser.add_argument("--rows", type=int, default=None, help="measure the defaults at scale instead")
     parser.add_argument("--baseline", metavar="REVISION", default=None,
                         help="compare Proden's defaults with those of a git revision (e.g. the numpy network's "
@@ -312,14 +316,15 @@ def main(argv=None):
             against_baseline(args.baseline, args.seeds, args.datasets, args.protocol)
         return
     variants = args.variants or ([*VARIANTS, *CLEANING] if args.method == "proden" else ["defaults"])
-    print(f"seeds {args.seeds}; protocol {args.protocol}; defaults: {METHODS[args.method]().get_params()}")
+    print(f"seeds {args.seeds}; protocol {args.protocol}; defaults: {METHODS[args.method]().get_params()}; "
+          f"set: {args.params}")
     names = [Path(name).stem for name in args.datasets]
     print(f"| variant | {' | '.join(names)} | seconds a fit ({', '.join(names)}) | fit time ratio |\n"
           f"| --- |{' --- |' * len(names)} --- | --- |")
     baseline = None
     with threadpool_limits(1):
         for variant in variants:
-            params, clean_alpha = VARIANTS.get(variant, {}), CLEANING.get(variant)
+            params, clean_alpha = {**VARIANTS.get(variant, {}), **args.params}, CLEANING.get(variant)
             accuracy, seconds, bags = measure(params, args.seeds, args.datasets, clean_alpha, args.protocol,
                                               args.method)
             total = sum(map(sum, seconds.values()))
