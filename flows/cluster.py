@@ -146,10 +146,10 @@ class FlowCluster:
         """``values`` (named ``names``), as the arguments of a task."""
         if self._client is None:
             return tuple(values)
-        from pll.neighbors.sharded import send
+        from pll.neighbors.sharded import alive, send
 
         for name, value in zip(names, values):
-            if name not in self._sent or self._sent[name].status not in ("pending", "finished"):
+            if name not in self._sent or not alive(self._sent[name]):
                 self._sent[name] = send(self._client, value)
         return tuple(self._sent[name] for name in names)
 

@@ -30,9 +30,8 @@ from pll.experiment import (
     plan_run,
     prediction_frames,
 )
-from pll.errors import ClusterError
 from pll.neighbors import DEFAULT_BACKEND
-from pll.neighbors.sharded import SEND_TRIES
+from pll.neighbors.sharded import SEND_TRIES, lost_too_often
 from pll.noise import describe_noise
 from pll.reporting.tables import markdown_table
 from pll_pipeline.cache.policy import bounded, lineage_keys, uncached
@@ -95,8 +94,7 @@ def submit_protocol(protocol: Protocol, raw, cluster: FlowCluster | None = None)
             if cluster.lost(future):  # a worker died with a value it reads: sent again, run again
                 reruns[stage.label] = reruns.get(stage.label, 0) + 1
                 if reruns[stage.label] == SEND_TRIES:
-                    raise ClusterError(f"stage {stage.label}: the Dask cluster lost its inputs {SEND_TRIES} times; "
-                                       "its workers keep dying")
+                    raise lost_too_often(f"the inputs of stage {stage.label}")
                 get_run_logger().warning("Stage %s: a Dask worker died with a value it reads; sent again, run again",
                                          stage.label)
                 submit(stage)

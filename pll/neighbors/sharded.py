@@ -111,9 +111,14 @@ def send(client, value):
             time.sleep(SEND_BACKOFF_SECONDS * (attempt + 1))
 
 
-def _alive(future):
+def alive(future):
     """Whether ``future`` is computed or on its way; not cancelled or lost with a worker."""
     return future.status in ("pending", "finished")
+
+
+def lost_too_often(what):
+    """The error once the cluster has lost ``what`` :data:`SEND_TRIES` times, each sent again in vain."""
+    return ClusterError(f"the Dask cluster lost {what} {SEND_TRIES} times: its workers keep dying")
 
 
 @atexit.register
@@ -235,15 +240,18 @@ class ShardedIndex:
         self.shards = [self._submit_build(i) for i in range(len(self._rows))]
         with _waiting():
             for i in range(len(self.shards)):
-                for attempt in range(SEND_TRIES):
-                    try:
-                        self.shards[i].result()  # a failed build raises here, not at the first query
-                        break
-                    except CancelledError as error:  # its worker died with its rows
-                        if attempt == SEND_TRIES - 1:
-                            raise ClusterError(f"the Dask cluster lost a shard's rows {SEND_TRIES} times: "
-                                               "its workers keep dying") from error
-                        self.shards[i] = self._submit_build(i)
+                self._wait_for_build(i)
+
+    def _wait_for_build(self, i):
+        """Wait for shard ``i``; built again each time a dying worker takes its rows.  A failed build raises
+        here, not at the first query."""
+        for attempt in range(SEND_TRIES):
+            try:
+                return self.shards[i].result()
+            except CancelledError as error:
+                if attempt == SEND_TRIES - 1:
+                    raise lost_too_often("a shard's rows") from error
+                self.shards[i] = self._submit_build(i)
 
     def _submit_build(self, i):
         """The future of shard ``i`` built at :attr:`depth`, its rows sent (again, if the cluster lost them)."""
@@ -251,7 +259,7 @@ class ShardedIndex:
         if self.depth:
             options = {**options, "depth": self.depth}
         a, b = self._bounds[i], self._bounds[i + 1]
-        if self._rows[i] is None or not _alive(self._rows[i]):
+        if self._rows[i] is None or not alive(self._rows[i]):
             self._rows[i] = send(self.client, np.ascontiguousarray(X_train[a:b]))
         return self.client.submit(
             build_shard, self._rows[i], int(a), k, backend, self._seeded(backend, options, random_state, a),
@@ -322,11 +330,10 @@ class ShardedIndex:
             """A search cancelled for a value lost with its worker: its block and shard sent again where lost."""
             tries[b, s] = tries.get((b, s), 0) + 1
             if tries[b, s] == SEND_TRIES:
-                raise ClusterError(f"the Dask cluster lost a query block's values {SEND_TRIES} times: "
-                                     "its workers keep dying")
-            if not _alive(parts[b][2]):
+                raise lost_too_often("a query block's values")
+            if not alive(parts[b][2]):
                 parts[b][2] = self._send_block(Q, exclude, parts[b][0])
-            if not _alive(self.shards[s]):
+            if not alive(self.shards[s]):
                 self.shards[s] = self._submit_build(s)
             submit_search(b, s)
 
