@@ -21,15 +21,12 @@ from ._bag_weights import (
     restricted,
     standardization,
 )
+from ._cleaning import CLEANING_START, calibration_rows, calibration_scores, cleaned_bags
 from ._network_base import PREDICT_ROWS, REPORT_ROWS, NetworkClassifier
 
 SCALINGS = ("minmax", "standard", "cube_root")
 LARGE_DATA_ROWS = 5000
 """From this many training rows ``batch_size="auto"`` takes 256 rows per step instead of 16 (the authors' rule)."""
-CLEANING_START = 10
-"""Epochs before candidate cleaning starts: the network first learns from the whole bags (the study's choice)."""
-MIN_CALIBRATION_ROWS = 100
-"""Fewest calibration rows of candidate cleaning (the study's choice), next to a fifth of the rows."""
 
 
 class Proden(NetworkClassifier):
@@ -77,18 +74,11 @@ class Proden(NetworkClassifier):
     independently and their probabilities averaged; ``cleaning_alpha`` drops
     candidates outside the network's conformal sets while it trains.
 
-    Candidate cleaning follows Fuchs & Kalinke's conformal PRODEN
-    (arXiv:2502.07661, their code): at the start of every epoch the network
-    (in inference mode) scores calibration rows, ``1 − max_{c ∈ S_j} p_c(x_j)``,
-    and from epoch 10 on a batch row's new weights are restricted to the
-    candidates ``c`` whose conformal p-value ``(#{j: score_j ≥ 1 − p_c(x_i)(1 − ε)} + 1) / (m + 1)``
-    exceeds ``cleaning_alpha + β``, where ``ε = 2^−(epoch − 9)`` eases the
-    cleaning in and ``β`` is the batch's mean probability outside its bags
-    (how far the network is from its bags); a row with no such candidate keeps
-    its bag.  Calibration rows are the rows whose bag holds one label, when
-    there are at least a fifth of the rows (and 100) of them, otherwise a
-    random fifth of the rows (at least 100); all rows train (the study holds
-    the random fifth out of training from 1,000 rows per class on).
+    Candidate cleaning is Fuchs & Kalinke's conformal PRODEN
+    (arXiv:2502.07661, their code; :mod:`pll.methods._cleaning`): from epoch
+    10 on, a batch row's new weights are restricted to the candidates that
+    the network's conformal set at level ``cleaning_alpha`` keeps, calibrated
+    at every epoch's start on the rows of one label (or a random fifth).
 
     Its reject option is shared with :class:`pll.PlClassifier`: accept iff
     the top probability is ``>= threshold`` (the DST-PLL paper's rule for
@@ -341,35 +331,20 @@ class Proden(NetworkClassifier):
         return kneighbors(Z, None, k=k, backend="auto", random_state=seed).indices
 
     def _calibration_rows(self, bags, seed):
-        """Rows whose scores calibrate candidate cleaning (see the class docstring), or None without it."""
-        if self.cleaning_alpha is None:
-            return None
-        n = bags.shape[0]
-        m = min(n, max(MIN_CALIBRATION_ROWS, n // 5))
-        single = np.flatnonzero(bags.sum(axis=1) == 1)
-        return single if single.size >= m else np.sort(np.random.default_rng([seed, 11]).permutation(n)[:m])
+        """Rows whose scores calibrate candidate cleaning (:func:`calibration_rows`), or None without it."""
+        return None if self.cleaning_alpha is None else calibration_rows(bags, seed)
 
     def _calibration_scores(self, net, Z, bags):
-        """The calibration rows' scores ``1 − max_{c ∈ S_j} p_c(x_j)`` (inference mode), sorted; None without cleaning."""
+        """The calibration rows' sorted scores (inference mode), None without cleaning."""
         rows = self._calibration
         if rows is None:
             return None
         P = np.concatenate([net.predict_proba(Z[rows[b]], np.float32) for b in blocks(rows.size, PREDICT_ROWS)])
-        return np.sort(1.0 - np.where(bags[rows], P, 0.0).max(axis=1))
+        return calibration_scores(P, bags[rows])
 
     def _allowed(self, P, bags, scores, epoch):
-        """The batch's bags narrowed to their conformal sets (cleaning, from epoch 10 on), or the bags.
-
-        ``P``: the batch's probabilities; ``scores``: the calibration rows'
-        sorted scores at the start of the epoch, None without cleaning.
-        """
-        if scores is None:
-            return bags
-        beta = float(np.where(bags, 0.0, P).sum(axis=1).mean())
-        eps = 0.5 ** (epoch - CLEANING_START + 1)
-        at_least = scores.size - np.searchsorted(scores, 1.0 - P * (1.0 - eps), side="left")
-        kept = bags & ((at_least + 1) / (scores.size + 1) > self.cleaning_alpha + beta)
-        return np.where(kept.any(axis=1, keepdims=True), kept, bags)
+        """The batch's bags narrowed by cleaning (:func:`cleaned_bags`; ``scores`` None: without it), or the bags."""
+        return bags if scores is None else cleaned_bags(P, bags, scores, self.cleaning_alpha, epoch)
 
     def _batch(self, n):
         """Rows per gradient step: ``batch_size``, or for ``"auto"`` 16 below :data:`LARGE_DATA_ROWS` rows and 256 from there."""

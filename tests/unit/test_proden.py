@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch", reason="Proden needs the deep extra (PyTorc
 import pll  # noqa: E402
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError  # noqa: E402
 from pll.methods import METHODS, make_method  # noqa: E402
-from pll.methods._proden import CLEANING_START, LARGE_DATA_ROWS, Proden  # noqa: E402
+from pll.methods._cleaning import CLEANING_START, calibration_rows, calibration_scores, cleaned_bags  # noqa: E402
+from pll.methods._proden import LARGE_DATA_ROWS, Proden  # noqa: E402
 
 FAST = {"max_epochs": 10, "n_networks": 1}
 
@@ -169,35 +170,18 @@ def test_networks_differ_and_the_prediction_averages_them():
 # --- candidate cleaning ---------------------------------------------------------------------------
 
 
-def test_cleaning_keeps_the_candidates_whose_conformal_p_value_exceeds_alpha_plus_beta():
-    """The vectorised sets against a count row by row and class by class, ties between scores included."""
+def test_cleaning_calibrates_and_narrows_by_the_shared_rule():
+    """Proden's cleaning is :mod:`pll.methods._cleaning`'s (tested there), and off without ``cleaning_alpha``."""
     rng = np.random.default_rng(0)
-    for _ in range(200):
-        n, l, m = rng.integers(1, 12), rng.integers(2, 6), rng.integers(1, 25)
-        P = np.round(rng.dirichlet(np.ones(l), size=n), 1).astype(np.float32)
-        bags = rng.random((n, l)) < 0.5
-        bags[np.arange(n), rng.integers(0, l, n)] = True
-        scores = np.sort(np.round(rng.random(m), 1))
-        epoch, alpha = int(rng.integers(CLEANING_START, CLEANING_START + 4)), float(rng.uniform(0.01, 0.3))
-        beta = sum(P[i, c] for i in range(n) for c in range(l) if not bags[i, c]) / n
-        keep = np.zeros((n, l), dtype=bool)
-        for i in range(n):
-            for c in np.flatnonzero(bags[i]):
-                score = 1.0 - P[i, c] * (1.0 - 0.5 ** (epoch - CLEANING_START + 1))
-                keep[i, c] = ((scores >= score).sum() + 1) / (m + 1) > alpha + beta
-            keep[i] = keep[i] if keep[i].any() else bags[i]
-        np.testing.assert_array_equal(Proden(cleaning_alpha=alpha)._allowed(P, bags, scores, epoch), keep)
-
-
-def test_cleaning_calibrates_on_the_rows_of_one_label_when_there_are_enough_of_them():
-    bags = np.ones((600, 3), dtype=bool)
-    bags[:150, 1:] = False  # 150 rows of one label: at least a fifth (120)
-    np.testing.assert_array_equal(Proden(cleaning_alpha=0.05)._calibration_rows(bags, 0), np.arange(150))
-    bags[100:150] = True  # 100 of them: too few, so a random fifth
-    rows = Proden(cleaning_alpha=0.05)._calibration_rows(bags, 0)
-    assert rows.size == 120 == np.unique(rows).size and not np.array_equal(rows, np.arange(120))
-    assert Proden(cleaning_alpha=0.05)._calibration_rows(bags[:50], 0).size == 50  # at least 100: all there are
+    bags = rng.random((300, 4)) < 0.5
+    bags[np.arange(300), rng.integers(0, 4, 300)] = True
+    np.testing.assert_array_equal(Proden(cleaning_alpha=0.05)._calibration_rows(bags, 3), calibration_rows(bags, 3))
     assert Proden()._calibration_rows(bags, 0) is None
+    P = rng.dirichlet(np.ones(4), size=300).astype(np.float32)
+    scores = calibration_scores(P[:60], bags[:60])
+    np.testing.assert_array_equal(Proden(cleaning_alpha=0.1)._allowed(P, bags, scores, 12),
+                                  cleaned_bags(P, bags, scores, 0.1, 12))
+    assert Proden(cleaning_alpha=0.1)._allowed(P, bags, None, 12) is bags
 
 
 def test_cleaning_drops_candidates_from_the_weights_and_still_recovers_the_true_labels(ambiguous, fitted):
