@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..utils._random import seed_to_int
 from ..utils.progress import blocks, track
 from ._bag_weights import restricted
+from ._cleaning import CLEANING_START, calibration_rows, calibration_scores, cleaned_bags
 from ._network_base import REPORT_ROWS, NetworkClassifier
 
 LARGE_DATA_ROWS = 5000
@@ -184,6 +185,14 @@ class CroSel(NetworkClassifier):
         epochs, exceeds this.
     pll_weight : float >= 0, default=2.0
         ``λ_cr``: the partial-label term's weight when no row is selected.
+    cleaning_alpha : float in (0, 1) or None, default=None
+        Candidate cleaning at this level, as the UAI 2025 study's conformal
+        CroSel (:mod:`pll.methods._cleaning`): the partial-label term's
+        weights become the other network's previous probabilities on the
+        bag narrowed to the two networks' conformal set, renormalised, from
+        the 10th epoch after the warm-up while the pseudo-label term is on;
+        the study scores the batch in training mode, here in inference mode.
+        None: no cleaning (and the weights not renormalised).
     threshold : float in [0, 1], default=0.9
         Accept iff the top probability is ``>= threshold``.
     conflict_margin : float in [0, 1], default=0.2
@@ -249,6 +258,7 @@ class CroSel(NetworkClassifier):
         "max_steps": [Interval(Integral, 1, None, closed="left")],
         "selection_threshold": [Interval(Real, 0, 1, closed="neither")],
         "pll_weight": [Interval(Real, 0, None, closed="left")],
+        "cleaning_alpha": [Interval(Real, 0, 1, closed="neither"), None],
         "threshold": [Interval(Real, 0, 1, closed="both")],
         "conflict_margin": [Interval(Real, 0, 1, closed="both")],
         "device": [str],
@@ -271,6 +281,7 @@ class CroSel(NetworkClassifier):
         max_steps=20_000,
         selection_threshold=0.9,
         pll_weight=2.0,
+        cleaning_alpha=None,
         threshold=0.9,
         conflict_margin=0.2,
         device="cpu",
@@ -285,6 +296,7 @@ class CroSel(NetworkClassifier):
         self.max_steps = max_steps
         self.selection_threshold = selection_threshold
         self.pll_weight = pll_weight
+        self.cleaning_alpha = cleaning_alpha
         self.threshold = threshold
         self.conflict_margin = conflict_margin
         self.device = device
@@ -355,6 +367,7 @@ class CroSel(NetworkClassifier):
         parts = [slice(s * n + b.start, s * n + b.stop) for s in range(len(stages)) for b in blocks(n, REPORT_ROWS)]
         shares = np.zeros((2, epochs))
         optimisers = [None, None]
+        calibration, scores = (None if self.cleaning_alpha is None else calibration_rows(bags, seed)), None
         what = f"CroSel 2 networks (rows x {warmup} warm-up and {epochs} epochs each)"
         for part in track(parts, what):
             stage, first = divmod(part.start, n)
@@ -372,6 +385,8 @@ class CroSel(NetworkClassifier):
                 if t >= warmup:
                     if k == 0:  # both selections from the banks as they stand before this epoch
                         chosen = [self._selected(banks[1 - j if self._crossed else j], bags_device, t) for j in range(2)]
+                        if calibration is not None and t - warmup >= CLEANING_START:
+                            scores = calibration_scores(self._both_proba(nets_, Z[calibration]), bags[calibration])
                     mask, pseudo = chosen[k]
                     count = int(mask.sum())
                     shares[k, t - warmup] = count / n
@@ -389,6 +404,9 @@ class CroSel(NetworkClassifier):
                     beta1 = 0.9
                 else:
                     targets = bags_float.index_select(0, rows) * previous.index_select(0, rows)
+                    if calibration is not None:
+                        targets = self._cleaned_targets(nets_, Zb, previous.index_select(0, rows), order[edges[b]:edges[b + 1]],
+                                                        bags, scores if sel_batches else None, t - warmup)
                     if sel_batches:
                         sel = selected[sel_batches[b % len(sel_batches)]]
                         loss, P = step_loss(net, Zb, targets, lam, Z_device.index_select(0, sel),
@@ -402,6 +420,35 @@ class CroSel(NetworkClassifier):
                 bank[t % HISTORY].index_copy_(0, rows, P.detach())
         last_probs = 0.5 * (banks[0][(warmup + epochs - 1) % HISTORY] + banks[1][(warmup + epochs - 1) % HISTORY])
         return nets_, last_probs.cpu().numpy().astype(np.float64), shares
+
+    @staticmethod
+    def _both_proba(nets_, Z):
+        """The two networks' mean probabilities of rows ``Z`` (numpy), inference mode, float32."""
+        return 0.5 * sum(net.predict_proba(Z, np.float32) for net in nets_)
+
+    def _cleaned_targets(self, nets_, Zb, previous, rows, bags, scores, epoch):
+        """A batch's targets with candidate cleaning: the other network's previous probabilities on the cleaned bags.
+
+        As the study's conformal CroSel: the bags narrowed by
+        :func:`cleaned_bags` on the two networks' mean probabilities of the
+        batch (here in inference mode) once the pseudo-label term is on and
+        from the 10th epoch after the warm-up (``scores`` None: not yet); each
+        row's targets renormalised to sum 1, a row whose targets vanish
+        getting ``(previous + 0.001)`` on its whole bag.
+        """
+        import torch
+
+        allowed = bags[rows]
+        if scores is not None:
+            with torch.no_grad():
+                P = 0.5 * sum(torch.softmax(net.logits(Zb), dim=1) for net in nets_)
+            allowed = cleaned_bags(P.cpu().numpy(), allowed, scores, self.cleaning_alpha, epoch)
+        kept = torch.as_tensor(allowed, dtype=previous.dtype, device=previous.device)
+        targets = previous * kept
+        vanished = targets.sum(dim=1, keepdim=True) <= LOG_EPS
+        whole = (previous + 1e-3) * torch.as_tensor(bags[rows], dtype=previous.dtype, device=previous.device)
+        targets = torch.where(vanished, whole, targets)
+        return targets / targets.sum(dim=1, keepdim=True)
 
     def _selected(self, bank, bags, t):
         """(mask, pseudo labels) from a bank at the start of epoch ``t``: its epochs ``t − 3 .. t − 1`` in order."""

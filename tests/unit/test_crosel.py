@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch", reason="CroSel needs the deep extra (PyTorc
 import pll  # noqa: E402
 import pll.methods._crosel as crosel  # noqa: E402
 from pll.errors import InvalidDataError, InvalidParameterError, NotFittedError  # noqa: E402
+from pll.methods._cleaning import CLEANING_START, cleaned_bags  # noqa: E402
 from pll.methods._crosel import HISTORY, LARGE_DATA_ROWS, CroSel, selection, step_loss  # noqa: E402
 from pll.methods._proden import Proden  # noqa: E402
 from pll.utils import _mlp  # noqa: E402
@@ -150,6 +151,50 @@ def test_disambiguation_and_prediction_recover_the_true_labels(ambiguous, fitted
     assert fitted.selected_shares_.shape == (2, 15) and (fitted.selected_shares_[:, -1] > 0.5).all()
     assert fitted.fit_summary() == {"epochs": 15, "warmup_epochs": 10, "networks": 2,
                                     "selected_share": pytest.approx(fitted.selected_shares_[:, -1].mean())}
+
+
+# --- candidate cleaning (the UAI 2025 study's conformal CroSel) ---------------------------------------
+
+
+def test_cleaned_targets_are_the_previous_probabilities_on_the_cleaned_bags_renormalised(ambiguous, fitted):
+    """Row by row: the two networks' mean inference probabilities clean the bag; a row left with no mass gets its bag."""
+    X, y, S = ambiguous
+    rng = np.random.default_rng(0)
+    rows = rng.permutation(500)[:40]
+    bags = S[:500].astype(bool)
+    previous = rng.dirichlet(np.ones(4), size=40).astype(np.float32)
+    previous[:5] = np.where(bags[rows[:5]], 0.0, previous[:5])  # nothing on the bag: the fallback
+    scores = np.sort(rng.random(60))
+    Zb = torch.from_numpy(fitted._scaled(X[rows]))
+    clf = CroSel(cleaning_alpha=0.1)
+    for epoch_scores in (scores, None):
+        got = clf._cleaned_targets(fitted.networks_, Zb, torch.from_numpy(previous), rows, bags, epoch_scores,
+                                   CLEANING_START + 1).numpy()
+        P = 0.5 * sum(net.predict_proba(fitted._scaled(X[rows]), np.float32) for net in fitted.networks_)
+        allowed = bags[rows] if epoch_scores is None else cleaned_bags(P, bags[rows], scores, 0.1, CLEANING_START + 1)
+        for i in range(40):
+            t = previous[i] * allowed[i]
+            if t.sum() <= 1e-10:
+                t = (previous[i] + 1e-3) * bags[rows[i]]
+            np.testing.assert_allclose(got[i], t / t.sum(), rtol=1e-5, atol=1e-7)
+        assert (allowed.sum() < bags[rows].sum()) == (epoch_scores is not None)  # scores: some candidate dropped
+
+
+def test_cleaning_runs_from_the_tenth_epoch_after_the_warm_up_and_recovers_the_true_labels(monkeypatch, ambiguous):
+    X, y, S = ambiguous
+    calls = []
+    monkeypatch.setattr(crosel, "cleaned_bags",
+                        lambda P, bags, scores, alpha, epoch: calls.append((epoch, alpha, bags))
+                        or cleaned_bags(P, bags, scores, alpha, epoch))
+    clf = CroSel(batch_size=16, max_epochs=15, cleaning_alpha=0.05, random_state=0).fit(X[:500], S[:500])
+    epochs = sorted({epoch for epoch, _, _ in calls})
+    assert epochs == list(range(CLEANING_START, 15)) and {alpha for _, alpha, _ in calls} == {0.05}
+    assert (clf.disambiguate().labels == y[:500]).mean() > 0.85
+    assert (clf.predict(X[500:]) == y[500:]).mean() > 0.75
+    np.testing.assert_allclose(clf.weights_.sum(axis=1), 1.0)
+    assert (clf.weights_[~S[:500]] == 0).all()
+    plain = CroSel(batch_size=16, max_epochs=15, random_state=0).fit(X[:500], S[:500])
+    assert not np.array_equal(clf.weights_, plain.weights_)
 
 
 def test_the_prediction_averages_the_two_networks(fitted, ambiguous):
@@ -307,6 +352,7 @@ def test_bad_data_gets_the_same_errors_as_proden():
         ({"hidden_layer_sizes": 256}, "'hidden_layer_sizes'"),
         ({"selection_threshold": 1.0}, "'selection_threshold'"),
         ({"pll_weight": -1.0}, "'pll_weight'"),
+        ({"cleaning_alpha": 1.0}, "'cleaning_alpha'"),
         ({"threshold": 1.5}, "'threshold'"),
         ({"conflict_margin": -0.1}, "'conflict_margin'"),
         ({"random_state": -1}, "'random_state'"),
