@@ -109,15 +109,21 @@ def test_the_selection_is_a_row_by_row_loop():
             assert int(pseudo[i]) == tops[2]
 
 
-def test_training_steps_use_the_other_networks_bank(monkeypatch, ambiguous):
-    """Each main step: targets = bag ⊙ the selecting bank's last epoch, pseudo labels its selection, λ_d from its share."""
+@pytest.mark.parametrize("cleaning_alpha", [None, 0.05])
+def test_training_steps_use_the_other_networks_bank(monkeypatch, ambiguous, cleaning_alpha):
+    """Each main step: targets = bag ⊙ the selecting bank's last epoch, pseudo labels its selection, λ_d from its share.
+
+    Without cleaning the targets are not renormalised (the authors' CroSel);
+    with it (the default; none before the 10th epoch) each row's sum to 1,
+    as in the study's conformal CroSel.
+    """
     X, y, S = ambiguous
     X, S = X[:200], S[:200]
     selections, steps = [], []
     monkeypatch.setattr(crosel, "selection", lambda h, b, t: selections.append((h.clone(), selection(h, b, t)))
                         or selections[-1][1])
     monkeypatch.setattr(crosel, "step_loss", lambda *a: steps.append(a) or step_loss(*a))
-    clf = CroSel(batch_size=16, warmup_epochs=5, max_epochs=2, random_state=0).fit(X, S)
+    clf = CroSel(batch_size=16, warmup_epochs=5, max_epochs=2, cleaning_alpha=cleaning_alpha, random_state=0).fit(X, S)
     n_steps = clf._steps_per_epoch(200)
     assert len(selections) == 2 * 2 and len(steps) == 2 * 2 * n_steps  # two selections per epoch; both networks
     Z = clf._scaled(X)
@@ -129,7 +135,11 @@ def test_training_steps_use_the_other_networks_bank(monkeypatch, ambiguous):
         for net, Zb, targets, lam, *sel in steps[k * n_steps:(k + 1) * n_steps]:
             assert net is clf.networks_[k]
             rows = [row_of[z.tobytes()] for z in Zb.numpy()]
-            np.testing.assert_array_equal(targets.numpy(), S[rows] * history[-1].numpy()[rows])
+            expected = S[rows] * history[-1].numpy()[rows]
+            if cleaning_alpha is None:
+                np.testing.assert_array_equal(targets.numpy(), expected)
+            else:
+                np.testing.assert_allclose(targets.numpy(), expected / expected.sum(axis=1, keepdims=True), rtol=1e-6)
             assert lam == pytest.approx((1 - share) * 2.0)
             if share > 0.05:
                 Zs, ps = sel
@@ -148,7 +158,8 @@ def test_disambiguation_and_prediction_recover_the_true_labels(ambiguous, fitted
     assert (fitted.predict(X[500:]) == y[500:]).mean() > 0.75
     np.testing.assert_allclose(fitted.weights_.sum(axis=1), 1.0)
     assert (fitted.weights_[~S[:500]] == 0).all()
-    assert fitted.selected_shares_.shape == (2, 15) and (fitted.selected_shares_[:, -1] > 0.5).all()
+    # measured: 47 and 45 % of the rows selected in the last epoch (with cleaning, the default; 50 % and more without)
+    assert fitted.selected_shares_.shape == (2, 15) and (fitted.selected_shares_[:, -1] > 0.4).all()
     assert fitted.fit_summary() == {"epochs": 15, "warmup_epochs": 10, "networks": 2,
                                     "selected_share": pytest.approx(fitted.selected_shares_[:, -1].mean())}
 
@@ -193,7 +204,7 @@ def test_cleaning_runs_from_the_tenth_epoch_after_the_warm_up_and_recovers_the_t
     assert (clf.predict(X[500:]) == y[500:]).mean() > 0.75
     np.testing.assert_allclose(clf.weights_.sum(axis=1), 1.0)
     assert (clf.weights_[~S[:500]] == 0).all()
-    plain = CroSel(batch_size=16, max_epochs=15, random_state=0).fit(X[:500], S[:500])
+    plain = CroSel(batch_size=16, max_epochs=15, cleaning_alpha=None, random_state=0).fit(X[:500], S[:500])
     assert not np.array_equal(clf.weights_, plain.weights_)
 
 
