@@ -54,11 +54,33 @@ def dask_cluster(dask_address: str | None):
     from distributed import LocalCluster
 
     # Loopback only (the workers' ports accept pickled tasks); ":0": any free port, no clash with other clusters.
-    with LocalCluster(host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0") as cluster:
-        try:
-            yield cluster.scheduler_address
-        finally:
-            _quiet_while_closing(cluster)
+    core_log = logging.getLogger("distributed.core")
+    core_log.addFilter(_lost_connection_in_one_line)
+    try:
+        with LocalCluster(host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0") as cluster:
+            try:
+                yield cluster.scheduler_address
+            finally:
+                _quiet_while_closing(cluster)
+    finally:
+        core_log.removeFilter(_lost_connection_in_one_line)
+
+
+LOST_CONNECTION = "Lost connection to %r"
+"""distributed's message (``distributed.core``, at INFO) when a peer's connection closes under a request."""
+
+
+def _lost_connection_in_one_line(record: logging.LogRecord) -> bool:
+    """Log distributed's "Lost connection to ..." without its traceback.
+
+    The in-process scheduler logs it with the whole traceback of the closed
+    stream when a worker dies while a value is being sent to it; the run
+    says which worker it lost and sends the value again, so the traceback
+    tells an operator nothing more (and reads like a crash).
+    """
+    if record.msg == LOST_CONNECTION:
+        record.exc_info = record.exc_text = None
+    return True
 
 
 def _flush_prefect_services(address, timeout):

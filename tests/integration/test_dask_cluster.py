@@ -100,6 +100,38 @@ def test_a_local_cluster_serves_its_dashboard():
     assert "<title>Dask Diagnostic UI</title>" in page and "bokeh.min.js" in page, page[:500]
 
 
+def test_a_lost_connection_is_one_line_on_a_local_cluster_and_other_tracebacks_stay():
+    """distributed logs a worker's closed stream with its traceback (seen when a drill killed a worker that a value
+    was being sent to); the run's own message says what happened, so the line stays and the traceback goes."""
+    import logging
+
+    from distributed.comm.core import CommClosedError
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    log = logging.getLogger("distributed.core")
+    log.addHandler(handler)
+    try:
+        with dask_cluster(LOCAL):
+            for message in ("Lost connection to %r", "Exception while handling op %s"):
+                try:
+                    raise CommClosedError("in <TCP (closed)>: Stream is closed")
+                except CommClosedError:
+                    log.warning(message, "tcp://127.0.0.1:1", exc_info=True)
+        try:
+            raise CommClosedError("after the run")
+        except CommClosedError:
+            log.warning("Lost connection to %r", "tcp://127.0.0.1:1", exc_info=True)
+    finally:
+        log.removeHandler(handler)
+    ours = [r for r in records if "tcp://127.0.0.1:1" in r.getMessage()]
+    assert [r.getMessage() for r in ours] == ["Lost connection to 'tcp://127.0.0.1:1'",
+                                              "Exception while handling op tcp://127.0.0.1:1",
+                                              "Lost connection to 'tcp://127.0.0.1:1'"]
+    assert [r.exc_info is not None for r in ours] == [False, True, True]  # only inside the run, only that line
+
+
 def test_no_address_or_a_given_address_starts_nothing():
     with dask_cluster(None) as address:
         assert address is None
