@@ -427,10 +427,12 @@ class CroSel(NetworkClassifier):
                     lr = WARMUP_LEARNING_RATE
                     beta1 = 0.9
                 else:
-                    targets = bags_float.index_select(0, rows) * previous.index_select(0, rows)
-                    if calibration is not None:
-                        targets = self._cleaned_targets(nets_, Zb, previous.index_select(0, rows), order[edges[b]:edges[b + 1]],
-                                                        bags, scores if sel_batches else None, t - warmup)
+                    earlier = previous.index_select(0, rows)
+                    if calibration is None:
+                        targets = bags_float.index_select(0, rows) * earlier
+                    else:  # cleaning: only while the pseudo-label term is on (the study's rule)
+                        targets = self._cleaned_targets(nets_, Zb, earlier, order[edges[b]:edges[b + 1]], bags,
+                                                        scores if sel_batches else None, t - warmup)
                     if sel_batches:
                         sel = selected[sel_batches[b % len(sel_batches)]]
                         loss, P = step_loss(net, Zb, targets, lam, Z_device.index_select(0, sel),
