@@ -11,7 +11,7 @@ from ..utils._random import seed_to_int
 from ..utils.progress import blocks, track
 from ._bag_weights import restricted
 from ._cleaning import CLEANING_START, calibration_rows, calibration_scores, cleaned_bags
-from ._network_base import REPORT_ROWS, NetworkClassifier
+from ._network_base import REPORT_ROWS, NetworkClassifier, training_proba
 
 LARGE_DATA_ROWS = 5000
 """From this many training rows ``batch_size="auto"`` takes 256 rows per step instead of 64."""
@@ -410,7 +410,7 @@ class CroSel(NetworkClassifier):
                     if k == 0:  # both selections from the banks as they stand before this epoch
                         chosen = [self._selected(banks[1 - j if self._crossed else j], bags_device, t) for j in range(2)]
                         if calibration is not None and t - warmup >= CLEANING_START:
-                            scores = calibration_scores(self._both_proba(nets_, Z[calibration]), bags[calibration])
+                            scores = calibration_scores(training_proba(nets_, Z[calibration]), bags[calibration])
                     mask, pseudo = chosen[k]
                     count = int(mask.sum())
                     shares[k, t - warmup] = count / n
@@ -427,12 +427,13 @@ class CroSel(NetworkClassifier):
                     lr = WARMUP_LEARNING_RATE
                     beta1 = 0.9
                 else:
-                    earlier = previous.index_select(0, rows)
+                    earlier, bag = previous.index_select(0, rows), bags_float.index_select(0, rows)
                     if calibration is None:
-                        targets = bags_float.index_select(0, rows) * earlier
+                        targets = bag * earlier
                     else:  # cleaning: only while the pseudo-label term is on (the study's rule)
-                        targets = self._cleaned_targets(nets_, Zb, earlier, order[edges[b]:edges[b + 1]], bags,
-                                                        scores if sel_batches else None, t - warmup)
+                        on = sel_batches and scores is not None
+                        cleaning = (scores, bags[order[edges[b]:edges[b + 1]]]) if on else None
+                        targets = self._cleaned_targets(nets_, Zb, earlier, bag, cleaning, t - warmup)
                     if sel_batches:
                         sel = selected[sel_batches[b % len(sel_batches)]]
                         loss, P = step_loss(net, Zb, targets, lam, Z_device.index_select(0, sel),
@@ -447,33 +448,29 @@ class CroSel(NetworkClassifier):
         last_probs = 0.5 * (banks[0][(warmup + epochs - 1) % HISTORY] + banks[1][(warmup + epochs - 1) % HISTORY])
         return nets_, last_probs.cpu().numpy().astype(np.float64), shares
 
-    @staticmethod
-    def _both_proba(nets_, Z):
-        """The two networks' mean probabilities of rows ``Z`` (numpy), inference mode, float32."""
-        return 0.5 * sum(net.predict_proba(Z, np.float32) for net in nets_)
-
-    def _cleaned_targets(self, nets_, Zb, previous, rows, bags, scores, epoch):
+    def _cleaned_targets(self, nets_, Zb, previous, bag, cleaning, epoch):
         """A batch's targets with candidate cleaning: the other network's previous probabilities on the cleaned bags.
 
-        As the study's conformal CroSel: the bags narrowed by
-        :func:`cleaned_bags` on the two networks' mean probabilities of the
-        batch (here in inference mode) once the pseudo-label term is on and
-        from the 10th epoch after the warm-up (``scores`` None: not yet); each
-        row's targets renormalised to sum 1, a row whose targets vanish
-        getting ``(previous + 0.001)`` on its whole bag.
+        As the study's conformal CroSel: ``bag`` (float, on the device)
+        narrowed by :func:`cleaned_bags` on the two networks' mean
+        probabilities of the batch (here in inference mode), given
+        ``cleaning = (scores, the batch's bool bags)`` once the pseudo-label
+        term is on and from the 10th epoch after the warm-up (None: not
+        yet); each row's targets renormalised to sum 1, a row whose targets
+        vanish getting ``(previous + 0.001)`` on its whole bag.
         """
         import torch
 
-        allowed = bags[rows]
-        if scores is not None:
+        kept = bag
+        if cleaning is not None:
+            scores, batch_bags = cleaning
             with torch.no_grad():
                 P = 0.5 * sum(torch.softmax(net.logits(Zb), dim=1) for net in nets_)
-            allowed = cleaned_bags(P.cpu().numpy(), allowed, scores, self.cleaning_alpha, epoch)
-        kept = torch.as_tensor(allowed, dtype=previous.dtype, device=previous.device)
+            allowed = cleaned_bags(P.cpu().numpy(), batch_bags, scores, self.cleaning_alpha, epoch)
+            kept = torch.as_tensor(allowed, dtype=bag.dtype, device=bag.device)
         targets = previous * kept
         vanished = targets.sum(dim=1, keepdim=True) <= LOG_EPS
-        whole = (previous + 1e-3) * torch.as_tensor(bags[rows], dtype=previous.dtype, device=previous.device)
-        targets = torch.where(vanished, whole, targets)
+        targets = torch.where(vanished, (previous + 1e-3) * bag, targets)
         return targets / targets.sum(dim=1, keepdim=True)
 
     def _selected(self, bank, bags, t):

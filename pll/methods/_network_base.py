@@ -18,6 +18,17 @@ PREDICT_ROWS = 2**14
 """Rows per block when a network predicts: its hidden activations stay near 20 MiB per 300 units."""
 
 
+def training_proba(nets, Z):
+    """The mean softmax probabilities of networks ``nets`` for rows ``Z`` (numpy), inference mode, float32.
+
+    Block by block, for the decisions a learner takes while it trains (the
+    calibration scores of candidate cleaning); :meth:`NetworkClassifier._mean_proba`
+    predicts with the fitted networks.
+    """
+    return np.concatenate([sum(net.predict_proba(Z[b], np.float32) for net in nets) / len(nets)
+                           for b in blocks(Z.shape[0], PREDICT_ROWS)])
+
+
 class NetworkClassifier(BagWeightClassifier):
     """Base of the learners that train PyTorch networks on weights over each bag.
 

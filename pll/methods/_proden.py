@@ -22,7 +22,7 @@ from ._bag_weights import (
     standardization,
 )
 from ._cleaning import CLEANING_START, calibration_rows, calibration_scores, cleaned_bags
-from ._network_base import PREDICT_ROWS, REPORT_ROWS, NetworkClassifier
+from ._network_base import REPORT_ROWS, NetworkClassifier, training_proba
 
 SCALINGS = ("minmax", "standard", "cube_root")
 LARGE_DATA_ROWS = 5000
@@ -339,8 +339,7 @@ class Proden(NetworkClassifier):
         rows = self._calibration
         if rows is None:
             return None
-        P = np.concatenate([net.predict_proba(Z[rows[b]], np.float32) for b in blocks(rows.size, PREDICT_ROWS)])
-        return calibration_scores(P, bags[rows])
+        return calibration_scores(training_proba([net], Z[rows]), bags[rows])
 
     def _allowed(self, P, bags, scores, epoch):
         """The batch's bags narrowed by cleaning (:func:`cleaned_bags`; ``scores`` None: without it), or the bags."""

@@ -178,8 +178,9 @@ def test_cleaned_targets_are_the_previous_probabilities_on_the_cleaned_bags_reno
     Zb = torch.from_numpy(fitted._scaled(X[rows]))
     clf = CroSel(cleaning_alpha=0.1)
     for epoch_scores in (scores, None):
-        got = clf._cleaned_targets(fitted.networks_, Zb, torch.from_numpy(previous), rows, bags, epoch_scores,
-                                   CLEANING_START + 1).numpy()
+        cleaning = None if epoch_scores is None else (epoch_scores, bags[rows])
+        got = clf._cleaned_targets(fitted.networks_, Zb, torch.from_numpy(previous),
+                                   torch.from_numpy(bags[rows].astype(np.float32)), cleaning, CLEANING_START + 1).numpy()
         P = 0.5 * sum(net.predict_proba(fitted._scaled(X[rows]), np.float32) for net in fitted.networks_)
         allowed = bags[rows] if epoch_scores is None else cleaned_bags(P, bags[rows], scores, 0.1, CLEANING_START + 1)
         for i in range(40):
