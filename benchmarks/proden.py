@@ -39,7 +39,8 @@ of pll 0.2 took 244 s at 1.83 GiB.
 grid's class-dependent noise), 5 seeds: 73.3 → 74.0, 53.3 → 53.9, 83.5 → 84.1, 70.6 → 70.3, 82.7 → 82.3,
 94.9 → 94.5 %; fit CPU seconds 382 → 348 (ratio 0.91).
 
-``--method crosel|vi_pll``: another deep learner's defaults (the variants are Proden's); ``--protocol vi-pll``
+``--method crosel|vi_pll|soft_voting``: another deep learner's defaults (the variants are Proden's; soft
+voting's defaults are the mean of Proden's and VI-PLL's probabilities); ``--protocol vi-pll``
 splits as Fuchs & Klein's code does: stratified 5-fold cross-validation (``random_state=42``) of the classes
 that are some row's true label.  ``--params JSON`` sets parameters on top of each variant's, e.g. the
 settings the VI-PLL authors' script gives one data set.
@@ -297,7 +298,7 @@ def main(argv=None):
     parser.add_argument("--protocol", default="none", choices=["none", "dst-pll", "uai-2025", "vi-pll"],
                         help="how the data sets are prepared and split: dst-pll as the DST-PLL paper, "
                              "uai-2025 as Fuchs & Kalinke, vi-pll as Fuchs & Klein (stratified 5-fold)")
-    parser.add_argument("--method", default="proden", choices=["proden", "crosel", "vi_pll"],
+    parser.add_argument("--method", default="proden", choices=["proden", "crosel", "vi_pll", "soft_voting"],
                         help="the deep learner whose defaults and variants are measured")
     parser.add_argument("--params", type=json.loads, default={}, metavar="JSON",
                         help="parameters of the method set on top of each variant's, e.g. the settings a paper's "

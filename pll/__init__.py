@@ -21,6 +21,7 @@ _PUBLIC = {
     "Proden": ".methods",
     "CroSel": ".methods",
     "ViPll": ".methods",
+    "SoftVoting": ".methods",
     "RejectPrediction": ".methods",
     "TrustScore": ".reject.trust_score",
     "predict_with_reject": ".methods",

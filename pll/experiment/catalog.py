@@ -21,6 +21,7 @@ METHODS = {
     "proden": "PRODEN: a neural network on every candidate, reweighted each epoch by its own probabilities",
     "crosel": "CroSel: two networks, each trained on the rows the other is confidently and stably sure of",
     "vi_pll": "VI-PLL: a Dirichlet posterior over two networks' logits, fitted against a CVAE p(x|y) and a prior",
+    "soft_voting": "soft voting: the mean probabilities of several learners (default PRODEN and VI-PLL)",
 }
 
 FEATURE_PIPELINES = {

@@ -131,6 +131,7 @@ SCRIPT_RULES = MappingProxyType({
     "proden": ScriptRule(strict=False, start=0.0, target=0.9),
     "crosel": ScriptRule(strict=False, start=0.0, target=0.9),
     "vi_pll": ScriptRule(strict=False, start=0.0, target=0.9),
+    "soft_voting": ScriptRule(strict=False, start=0.0, target=0.9),
     "pl_aknn": ScriptRule(strict=True, start=-1.0, target=0.0),
 })
 """Every method with the rule the DST-PLL authors' script applies to it: the paper's methods as the script has

@@ -12,10 +12,11 @@ from ._pl_knn import PlKnn
 from ._proden import Proden
 from ._crosel import CroSel
 from ._vi_pll import ViPll
+from ._soft_voting import SoftVoting
 from . import reasons
 
 METHODS = {"pl_knn": PlKnn, "dst_pll": DstPll, "pl_aknn": PlAknn, "ipal": Ipal, "pl_classifier": PlClassifier,
-           "proden": Proden, "crosel": CroSel, "vi_pll": ViPll}
+           "proden": Proden, "crosel": CroSel, "vi_pll": ViPll, "soft_voting": SoftVoting}
 
 
 def make_method(name, params=None, random_state=None):
@@ -50,6 +51,7 @@ __all__ = [
     "PlKnn",
     "Proden",
     "RejectPrediction",
+    "SoftVoting",
     "ViPll",
     "make_method",
     "predict_with_reject",

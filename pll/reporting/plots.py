@@ -35,6 +35,7 @@ METHOD_COLOURS = {
     "proden": "#F0E442",
     "crosel": "#000000",
     "vi_pll": "#6A3D9A",  # outside Okabe–Ito, whose sky blue shares the blue's hue
+    "soft_voting": "#66A61E",  # outside Okabe–Ito too: a hue none of the others has
 }
 # The rest of the palette, for methods outside the catalog.
 EXTRA_COLOURS = ("#56B4E9", "#999999")

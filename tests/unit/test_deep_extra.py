@@ -22,6 +22,7 @@ DATA = "import numpy as np, pll\nX, y = np.random.default_rng(0).random((30, 3))
     ("pll.Proden().fit(X, y)", "Proden"),
     ("pll.CroSel().fit(X, y)", "CroSel"),
     ("pll.ViPll().fit(X, y)", "ViPll"),
+    ("pll.SoftVoting().fit(X, y)", "Proden"),  # the first member that needs it
     ("from pll.noise._network import SquaredLossMLP; SquaredLossMLP().fit(X, y)", "SquaredLossMLP"),
     ("pll.audit.audit_bags(X, np.eye(3, dtype=bool)[y], n_neighbors=3)", "Proden"),
 ])
@@ -35,7 +36,7 @@ def test_a_deep_learner_without_pytorch_names_the_extra_in_one_line(call, name):
 
 def test_importing_pll_and_its_deep_learners_does_not_import_pytorch():
     """``import torch`` costs two seconds; a command that fits no network does not pay for it."""
-    code = ("import sys, pll, pll.noise._network, pll.audit; pll.Proden, pll.CroSel, pll.ViPll; "
+    code = ("import sys, pll, pll.noise._network, pll.audit; pll.Proden, pll.CroSel, pll.ViPll, pll.SoftVoting(); "
             "print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -20,7 +20,7 @@ from tests.docs_blocks import ROOT, all_blocks, blocks, pages, shell_commands
 
 README = ROOT / "README.md"
 PYTHON_PAGES = [p for p in pages() if any(b.lang == "python" and b.skip is None for b in blocks(p))]
-DEEP = re.compile(r"Proden|CroSel|ViPll|audit_bags|audit_dataset")
+DEEP = re.compile(r"Proden|CroSel|ViPll|SoftVoting|audit_bags|audit_dataset")
 """What a page's examples run that needs the deep extra: a deep learner, or the audit with its default learners."""
 CHEAP_PLL = re.compile(r"^(\.venv/bin/)?pll( [a-z-]+)? (--help|-h)$|^(\.venv/bin/)?pll (datasets|--help|-h)$")
 
@@ -97,7 +97,7 @@ def test_site_builds_with_warnings_as_errors(tmp_path):
         owner = next(c for c in cls.__mro__ if name in vars(c))
         return owner.__module__.startswith("pll.") and not re.fullmatch(r"set_\w+_request", name)
 
-    for name in ("DstPll", "PlKnn", "PlAknn", "Ipal", "PlClassifier", "Proden", "CroSel", "ViPll"):
+    for name in ("DstPll", "PlKnn", "PlAknn", "Ipal", "PlClassifier", "Proden", "CroSel", "ViPll", "SoftVoting"):
         estimator = getattr(pll, name)
         methods = {m for m in dir(estimator) if not m.startswith("_") and callable(getattr(estimator, m))
                    and defined_by_pll(estimator, m)}

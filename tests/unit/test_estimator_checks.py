@@ -21,6 +21,9 @@ ESTIMATORS = [pll.PlKnn(), pll.DstPll(), pll.PlAknn(max_neighbors=5), pll.Ipal(n
               pytest.param(pll.Proden(max_epochs=5, n_networks=2), marks=pytest.mark.deep),
               pytest.param(pll.CroSel(max_epochs=6, warmup_epochs=3), marks=pytest.mark.deep),
               pytest.param(pll.ViPll(max_epochs=10, pretrain_epochs=2), marks=pytest.mark.deep),
+              pytest.param(pll.SoftVoting([("proden", pll.Proden(max_epochs=5)),
+                                           ("vi_pll", pll.ViPll(max_epochs=10, pretrain_epochs=2))]),
+                           marks=pytest.mark.deep),
               pll.TrustScore(), pll.PlAknnPreprocessor()]
 
 

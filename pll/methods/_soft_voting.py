@@ -1,0 +1,192 @@
+"""Soft voting: the mean class probabilities of several partial-label learners, with the reject option of one."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.metaestimators import _BaseComposition
+
+from ..errors import InvalidParameterError
+from ..utils.validation import check_params, check_X, encode_bags
+from ._bag_weights import BagWeightClassifier, restricted
+
+
+def default_members():
+    """The members of ``SoftVoting(estimators=None)``: PRODEN and VI-PLL with their defaults."""
+    from ._proden import Proden
+    from ._vi_pll import ViPll
+
+    return [("proden", Proden()), ("vi_pll", ViPll())]
+
+
+class SoftVoting(_BaseComposition, BagWeightClassifier):
+    """The mean of several learners' class probabilities, with the reject option on the mean's top probability.
+
+    Each member is fitted on the same rows and bags; a query's probabilities
+    are the members' mean, and its label is the top one.  Learners that err
+    on different rows correct each other where their probabilities are
+    averaged.  The default pair is PRODEN (a three-layer network trained on
+    its own disambiguated weights) and VI-PLL (a one-layer Dirichlet
+    posterior held to a generative model of the features): of the pairs of
+    PRODEN, CroSel and VI-PLL, and of all three, their mean measured best,
+    and it is the project's most accurate deep learner
+    (``docs/deep-learners.md``).  Test accuracy
+    (%) of the pair's mean against its better member on the real-world sets
+    bird-song, msrc-v2 and lost (the last not shipped with the project),
+    ``benchmarks/proden.py --method soft_voting``:
+
+    * Fuchs & Klein's protocol (``--protocol vi-pll``): 76.5 / 56.3 / 82.6
+      against 74.4 / 53.9 / 80.6 (Proden); that study's VI-PLL, tuned per
+      data set, reports 76.15 / 60.24 / 78.52;
+    * Fuchs & Kalinke's protocol (``--protocol uai-2025``): 77.2 / 57.2 /
+      81.4 against 74.9 / 54.4 / 79.1 (Proden); that study's best methods
+      report 77.76 / 54.82 / 81.24.
+
+    It costs the members' fits one after the other (bird-song: 20 s and 30 s).
+
+    The reject option is that of the other probability models: accept iff
+    the mean's top probability is ``>= threshold``; reasons ``conflict``
+    (the runner-up within ``conflict_margin``) or ``low_score``.
+    :meth:`disambiguate` reads ``weights_``, the members' final weights
+    averaged and restricted to each bag.  It needs no neighbors (the
+    ``neighbors`` arguments are accepted and ignored).
+
+    Parameters
+    ----------
+    estimators : list of (str, estimator) or None, default=None
+        The members, each a learner of this package with ``predict_proba``
+        and ``weights_`` (:class:`Proden`, :class:`CroSel`, :class:`ViPll`,
+        :class:`PlClassifier`), named for ``get_params``/``set_params``
+        (``proden__max_epochs``).  None: ``[("proden", Proden()),
+        ("vi_pll", ViPll())]``.
+    threshold : float in [0, 1], default=0.9
+        Accept iff the top mean probability is ``>= threshold``.
+    conflict_margin : float in [0, 1], default=0.2
+        ``conflict`` when the runner-up's mean probability is within this margin.
+    random_state : int or None, default=None
+        Given to every member whose own ``random_state`` is None; the seed of
+        drawn ties.
+
+    Attributes
+    ----------
+    estimators_ : list of estimator
+        The fitted members (clones), in the order of ``estimators``.
+    named_estimators_ : dict
+        The fitted members by name.
+    classes_ : ndarray of shape (l,)
+    n_classes_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (d,)
+        Only when ``X`` was a data frame with string column names.
+    S_train_ : ndarray of shape (n, l), bool
+        The candidate sets over ``classes_`` (empty bags stay empty here).
+    weights_ : ndarray of shape (n, l), float64
+        The members' final weights, averaged and restricted to each bag.
+
+    Examples
+    --------
+    >>> import numpy as np, pll
+    >>> X = np.array([[0.0], [0.2], [0.4], [0.6], [1.0], [1.2], [1.4], [1.6]])
+    >>> S = [{"a", "b"}, {"a"}, {"a", "c"}, {"a"}, {"b", "c"}, {"c"}, {"c"}, {"a", "c"}]
+    >>> members = [("proden", pll.Proden(max_epochs=30)), ("crosel", pll.CroSel(max_epochs=30))]
+    >>> clf = pll.SoftVoting(members, random_state=0).fit(X, S)
+    >>> clf.classes_.tolist(), clf.predict([[0.1], [1.5]]).tolist()
+    (['a', 'b', 'c'], ['a', 'c'])
+    """
+
+    _parameter_constraints = {
+        "estimators": [list, None],
+        "threshold": [Interval(Real, 0, 1, closed="both")],
+        "conflict_margin": [Interval(Real, 0, 1, closed="both")],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
+    }
+
+    def __init__(self, estimators=None, *, threshold=0.9, conflict_margin=0.2, random_state=None):
+        self.estimators = estimators
+        self.threshold = threshold
+        self.conflict_margin = conflict_margin
+        self.random_state = random_state
+
+    @property
+    def _members(self):
+        """``estimators``, or the default pair for None: what fitting and ``get_params`` read."""
+        return default_members() if self.estimators is None else self.estimators
+
+    def get_params(self, deep=True):
+        """The parameters; with ``deep`` and members given, each member and its parameters (``proden__max_epochs``)."""
+        return self._get_params("estimators", deep=deep) if self.estimators is not None else super().get_params(deep)
+
+    def set_params(self, **params):
+        """Set parameters, a member's by ``name__parameter`` or a whole member by its name; returns self."""
+        self._set_params("estimators", **params)
+        return self
+
+    def _validate_params(self):
+        """scikit-learn's checks, then the members: (name, learner) pairs, unique names, each member's own checks."""
+        super()._validate_params()
+        members = self._members
+        if not members:
+            raise InvalidParameterError("SoftVoting: 'estimators' is empty; give at least one (name, estimator) pair")
+        for member in members:
+            if not (isinstance(member, tuple) and len(member) == 2 and isinstance(member[0], str)):
+                raise InvalidParameterError(f"SoftVoting: each of 'estimators' must be a (name, estimator) pair, got {member!r}")
+            name, estimator = member
+            if not isinstance(estimator, BagWeightClassifier):
+                raise InvalidParameterError(
+                    f"SoftVoting: member {name!r} ({type(estimator).__name__}) is not a partial-label learner with "
+                    "predict_proba (Proden, CroSel, ViPll, PlClassifier)"
+                )
+        try:
+            self._validate_names([name for name, _ in members])
+        except ValueError as error:
+            raise InvalidParameterError(f"SoftVoting: {error}") from None
+        for name, estimator in members:
+            try:
+                check_params(estimator)
+            except InvalidParameterError as error:
+                raise InvalidParameterError(f"SoftVoting member {name!r}: {error}") from None
+
+    def fit(self, X, S, neighbors=None):
+        """Fit a clone of every member on the same rows and bags.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+        S : candidate sets of the n rows
+            A 0/1 or bool matrix of shape (n, l), dense or scipy sparse; a
+            sequence of n label sets; or 1-d labels of shape (n,).
+        neighbors : NeighborResult, optional
+            Ignored.
+
+        Returns
+        -------
+        self
+        """
+        check_params(self)
+        X = check_X(self, X, reset=True)
+        S_train, classes = encode_bags(S, X.shape[0])
+        fitted = []
+        for name, estimator in self._members:
+            member = clone(estimator)
+            if member.get_params(deep=False)["random_state"] is None:
+                member.set_params(random_state=self.random_state)
+            fitted.append((name, member.fit(X, S_train)))  # over columns 0..l-1: classes_ maps them
+        self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
+        self.estimators_ = [member for _, member in fitted]
+        self.named_estimators_ = dict(fitted)
+        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
+        self.weights_ = restricted(np.mean([m.weights_ for m in self.estimators_], axis=0), bags)
+        return self
+
+    def _proba(self, X):
+        """The members' mean probabilities for checked ``X``, shape (n, l)."""
+        return np.mean([member.predict_proba(X) for member in self.estimators_], axis=0)
+
+    def fit_summary(self):
+        """How each member's training ended, for a run's log: its summary's entries prefixed with its name."""
+        self._check_fitted()
+        return {f"{name}.{key}": value for name, member in self.named_estimators_.items()
+                if hasattr(member, "fit_summary") for key, value in member.fit_summary().items()}
