@@ -66,6 +66,9 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
         Accept iff the top mean probability is ``>= threshold``.
     conflict_margin : float in [0, 1], default=0.2
         ``conflict`` when the runner-up's mean probability is within this margin.
+    device : str or None, default=None
+        Given to every member that has a ``device`` parameter (``"cpu"``,
+        ``"cuda"``, ``"auto"``: see :class:`Proden`); None leaves each its own.
     random_state : int or None, default=None
         Given to every member whose own ``random_state`` is None; the seed of
         drawn ties.
@@ -101,13 +104,15 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
         "estimators": [list, None],
         "threshold": [Interval(Real, 0, 1, closed="both")],
         "conflict_margin": [Interval(Real, 0, 1, closed="both")],
+        "device": [str, None],
         "random_state": [Interval(Integral, 0, None, closed="left"), None],
     }
 
-    def __init__(self, estimators=None, *, threshold=0.9, conflict_margin=0.2, random_state=None):
+    def __init__(self, estimators=None, *, threshold=0.9, conflict_margin=0.2, device=None, random_state=None):
         self.estimators = estimators
         self.threshold = threshold
         self.conflict_margin = conflict_margin
+        self.device = device
         self.random_state = random_state
 
     @property
@@ -171,8 +176,11 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
         fitted = []
         for name, estimator in self._members:
             member = clone(estimator)
-            if member.get_params(deep=False)["random_state"] is None:
+            own = member.get_params(deep=False)
+            if own["random_state"] is None:
                 member.set_params(random_state=self.random_state)
+            if self.device is not None and "device" in own:
+                member.set_params(device=self.device)
             fitted.append((name, member.fit(X, S_train)))  # over columns 0..l-1: classes_ maps them
         self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
         self.estimators_ = [member for _, member in fitted]

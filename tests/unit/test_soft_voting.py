@@ -85,7 +85,8 @@ def test_nested_parameters_clone_pickle_and_the_registry():
     assert dict(clf.estimators)["proden"].max_epochs == 2
     assert clone(clf).get_params()["proden__max_epochs"] == 2 and clone(clf).threshold == 0.5
     default = pll.SoftVoting()
-    assert default.get_params() == {"estimators": None, "threshold": 0.9, "conflict_margin": 0.2, "random_state": None}
+    assert default.get_params() == {"estimators": None, "threshold": 0.9, "conflict_margin": 0.2, "device": None,
+                                    "random_state": None}
     X, y, S = partial()
     fitted = clf.fit(X, S)
     again = pickle.loads(pickle.dumps(fitted))
@@ -103,6 +104,16 @@ def test_the_default_members_are_proden_and_vi_pll_with_their_defaults():
     assert names == ("proden", "vi_pll")
     assert [type(e) for e in estimators] == [pll.Proden, pll.ViPll]
     assert [e.get_params() for e in estimators] == [pll.Proden().get_params(), pll.ViPll().get_params()]
+
+
+def test_the_device_goes_to_every_member_that_has_one_and_a_bad_one_is_refused_naming_it():
+    X, _, S = partial(60)
+    learners = [("proden", pll.Proden(max_epochs=2, device="auto")), ("logistic", pll.PlClassifier(n_folds=2))]
+    clf = pll.SoftVoting(learners, device="cpu", random_state=0).fit(X, S)
+    assert clf.named_estimators_["proden"].device == "cpu" and learners[0][1].device == "auto"
+    assert pll.SoftVoting(learners, random_state=0).fit(X, S).named_estimators_["proden"].device == "auto"
+    with pytest.raises(InvalidParameterError, match="^Proden: device='tpu' is not a device"):
+        pll.SoftVoting(learners, device="tpu").fit(X, S)
 
 
 def test_the_fit_summary_prefixes_each_members_entries():
