@@ -33,7 +33,8 @@ TABLE_NOTE = ("Per data set, every method run over its seeds: test accuracy (mea
               "of accuracy against DST-PLL and against the best kNN method (PL-kNN, DST-PLL or PL A-kNN, by mean; "
               "two-sided, paired by seed), and `R_0.10` of each reject option at its own rule and at the threshold "
               "calibrated on the validation hold-out (`cal`).")
-DEEP_NOTE = ("The deep learners (PRODEN, CroSel, VI-PLL) against their publishers' own numbers, each under the "
+DEEP_NOTE = ("The deep learners (PRODEN, CroSel, VI-PLL, and the soft voting of PRODEN and VI-PLL, the most "
+             "accurate) against their publishers' own numbers, each under the "
              "publisher's protocol: [Deep learners](deep-learners.md).")
 GRIDS = ("strong-learners", "strong-learners-dst-pll", "strong-learners-uci")
 KNN_METHODS = ("pl_knn", "dst_pll", "pl_aknn")

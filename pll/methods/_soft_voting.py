@@ -45,7 +45,11 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
       81.4 against 74.9 / 54.4 / 79.1 (Proden); that study's best methods
       report 77.76 / 54.82 / 81.24.
 
-    It costs the members' fits one after the other (bird-song: 20 s and 30 s).
+    On the data as loaded and on UCI sets under four noise generators it
+    gained 1.0 point over Proden on average (15 comparisons) and lost twice,
+    on first-order-theorem, where VI-PLL alone is far below Proden (under
+    instance-dependent noise 48.5 against 53.3 %).  It costs the members'
+    fits one after the other (bird-song: 20 s and 30 s).
 
     The reject option is that of the other probability models: accept iff
     the mean's top probability is ``>= threshold``; reasons ``conflict``
