@@ -121,7 +121,7 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
 
     @property
     def _members(self):
-        """``estimators``, or the default pair for None: what fitting and ``get_params`` read."""
+        """``estimators``, or the default pair for None: what the checks and the fit read."""
         return default_members() if self.estimators is None else self.estimators
 
     def get_params(self, deep=True):
@@ -141,7 +141,9 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
             raise InvalidParameterError("SoftVoting: 'estimators' is empty; give at least one (name, estimator) pair")
         for member in members:
             if not (isinstance(member, tuple) and len(member) == 2 and isinstance(member[0], str)):
-                raise InvalidParameterError(f"SoftVoting: each of 'estimators' must be a (name, estimator) pair, got {member!r}")
+                raise InvalidParameterError(
+                    f"SoftVoting: each of 'estimators' must be a (name, estimator) pair, got {member!r}"
+                )
             name, estimator = member
             if not isinstance(estimator, BagWeightClassifier):
                 raise InvalidParameterError(
