@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..utils._random import pick_among, seed_to_int
 from ..errors import InvalidParameterError
 from .reasons import CONFLICT, assign
-from ..utils.validation import check_fitted, check_X, encode_bags
+from ..utils.validation import check_X, check_fitted, empty_as_all, encode_bags
 from ._base import NeighborMethod, RejectPrediction, in_candidates, missing_defaults, without_support_test
 from ._ipal import Ipal
 from ._pl_knn import PlKnn
@@ -178,7 +178,7 @@ class BagWeightClassifier(ClassifierMixin, BaseEstimator):
             cand = np.ones_like(P, dtype=bool)
         else:
             cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
-            cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
+            cand = empty_as_all(cand)
             P = restricted(P, cand)
         return self._top(P, cand, self._query_stream)
 
@@ -190,7 +190,7 @@ class BagWeightClassifier(ClassifierMixin, BaseEstimator):
         ``score >= threshold``.  An empty bag counts as all classes.
         """
         self._check_fitted()
-        bags = np.where(self.S_train_.any(axis=1, keepdims=True), self.S_train_, True)
+        bags = empty_as_all(self.S_train_)
         return self._top(self.weights_, bags, self._train_stream)
 
     def _top(self, P, cand, stream):

@@ -15,7 +15,7 @@ from ..errors import InvalidParameterError
 from ..neighbors import kneighbors
 from ..utils.progress import row_blocks, track
 from .reasons import assign, support_evidence, support_radius
-from ..utils.validation import check_fitted, check_params, check_X, encode_bags
+from ..utils.validation import check_X, check_fitted, check_params, empty_as_all, encode_bags
 
 
 @dataclass(frozen=True, eq=False)
@@ -369,7 +369,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
             cand = np.ones((n, self.n_classes_), dtype=bool)
         else:
             cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
-            cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
+            cand = empty_as_all(cand)
         return self._labelled(self._predict(nb, cand, self._query_stream, "predictions"))
 
     def disambiguate(self):
@@ -380,7 +380,7 @@ class NeighborMethod(ClassifierMixin, BaseEstimator):
         """
         self._check_fitted()
         nb = self._neighbors_for(None, None)
-        cand = np.where(self.S_train_.any(axis=1, keepdims=True), self.S_train_, True)
+        cand = empty_as_all(self.S_train_)
         return self._labelled(self._predict(nb, cand, self._train_stream, "disambiguation"))
 
     def _labelled(self, prediction):

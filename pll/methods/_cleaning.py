@@ -41,7 +41,7 @@ def calibration_scores(P, bags):
 
 
 def cleaned_bags(P, bags, scores, alpha, epoch):
-    """The batch's bags (bool, (B, l)) narrowed to the candidates that cleaning keeps at ``epoch`` (>= 10).
+    """The batch's bags (bool, (B, l)) narrowed to the candidates that cleaning keeps at ``epoch`` (>= CLEANING_START).
 
     ``P``: the batch's probabilities; ``scores``: the calibration scores of
     the epoch's start (:func:`calibration_scores`).

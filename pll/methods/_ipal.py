@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import Interval
 from ..utils._random import seed_to_int
 from .reasons import CONFLICT, DEFAULT_SUPPORT_QUANTILE, assign
 from ..utils.progress import row_blocks, track
-from ..utils.validation import check_X, encode_bags
+from ..utils.validation import check_X, empty_as_all, encode_bags
 from ._base import NeighborMethod, RejectPrediction
 from ._ipal_kernels import class_errors, decide_confidences, decide_errors, nnls_weights, propagate
 
@@ -269,7 +269,7 @@ class Ipal(NeighborMethod):
         self.n_iter_ = self.max_iter
 
     def _train_bags(self):
-        return np.where(self.S_train_.any(axis=1, keepdims=True), self.S_train_, True)
+        return empty_as_all(self.S_train_)
 
     def _disambiguation(self):
         values = self.confidences_ * self.class_mass_ratio_
@@ -315,7 +315,7 @@ class Ipal(NeighborMethod):
             cand = np.ones((n, self.n_classes_), dtype=bool)
         else:
             cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
-            cand = np.where(cand.any(axis=1, keepdims=True), cand, True)
+            cand = empty_as_all(cand)
         labels, score, guess, ratios = self._decide(X, nb, cand)
         return self._with_reasons(labels, score, guess, ratios, nb.distances)
 

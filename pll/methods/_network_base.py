@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from ..utils._deep import networks, resolve_device
 from ..utils.progress import blocks
-from ..utils.validation import check_params, check_X, encode_bags
+from ..utils.validation import check_X, check_params, empty_as_all, encode_bags
 from ._bag_weights import BagWeightClassifier
 
 REPORT_ROWS = 2**16
@@ -68,7 +68,7 @@ class NetworkClassifier(BagWeightClassifier):
         nets = networks(type(self).__name__)
         device = resolve_device(self.device, type(self).__name__)
         S_train, classes = encode_bags(S, X.shape[0])
-        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
+        bags = empty_as_all(S_train)
         self.offset_, self.scale_ = self._scaling_of(X)
         self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
         self._inner_classes = np.flatnonzero(bags.any(axis=0))

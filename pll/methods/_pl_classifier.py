@@ -11,7 +11,7 @@ from sklearn.utils.validation import has_fit_parameter
 
 from ..utils._random import seed_to_int
 from ..errors import InvalidParameterError
-from ..utils.validation import check_params, check_X, encode_bags
+from ..utils.validation import check_X, check_params, empty_as_all, encode_bags
 from ._bag_weights import (
     INITIALISATIONS,
     BagWeightClassifier,
@@ -337,7 +337,7 @@ class PlClassifier(BagWeightClassifier):
         check_init_rows(self, n)
         S_train, classes = encode_bags(S, n)
         l = len(classes)
-        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
+        bags = empty_as_all(S_train)
         rows, cols = np.nonzero(bags)  # the expansion, grouped by row
         seed = seed_to_int(self.random_state)
 

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.metaestimators import _BaseComposition
 
 from ..errors import InvalidParameterError
-from ..utils.validation import check_params, check_X, encode_bags
+from ..utils.validation import check_X, check_params, empty_as_all, encode_bags
 from ._bag_weights import BagWeightClassifier, restricted
 
 
@@ -191,7 +191,7 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
         self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
         self.estimators_ = [member for _, member in fitted]
         self.named_estimators_ = dict(fitted)
-        bags = np.where(S_train.any(axis=1, keepdims=True), S_train, True)
+        bags = empty_as_all(S_train)
         self.weights_ = restricted(np.mean([m.weights_ for m in self.estimators_], axis=0), bags)
         return self
 

@@ -129,7 +129,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..errors import InvalidDataError, InvalidParameterError, NotFittedError
 from ..methods import DstPll, RejectPrediction, without_support_test
 from ..methods.reasons import CONFLICT, NO_SUPPORT, assign
-from ..utils.validation import check_fitted, check_params, encode_bags
+from ..utils.validation import check_fitted, check_params, empty_as_all, encode_bags
 
 PROCEDURES = {
     "monte_carlo": "calibration labels weighted by the model's plausibility over each bag (Monte Carlo CP): "
@@ -229,7 +229,7 @@ def _as_bags(bags, shape):
     bags = np.asarray(bags, dtype=bool)
     if bags.shape != shape:
         raise InvalidDataError(f"bags of shape {bags.shape} do not match conformity values of shape {shape}")
-    return np.where(bags.any(axis=1, keepdims=True), bags, True)
+    return empty_as_all(bags)
 
 
 def _log_conformity(conformity_values):
@@ -675,7 +675,7 @@ class ConformalSets(BaseEstimator):
         if candidates is None:
             return np.ones((n, len(self.classes_)), dtype=bool)
         cand, _ = encode_bags(candidates, n, self.classes_, what="query candidate sets")
-        return np.where(cand.any(axis=1, keepdims=True), cand, True)
+        return empty_as_all(cand)
 
 
 def set_report(sets, y_true=None):

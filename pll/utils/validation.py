@@ -234,6 +234,11 @@ def _check_discrete_labels(y, what):
         raise InvalidDataError(f"{what}: Unknown label type: labels of dtype {y.dtype}")
 
 
+def empty_as_all(bags):
+    """``bags`` (bool, (n, l)) with every empty row read as all classes: how every method treats an empty bag."""
+    return np.where(bags.any(axis=1, keepdims=True), bags, True)
+
+
 def encode_bags(S, n_rows, classes=None, *, what="candidate sets", unknown="error"):
     """Candidate sets in any form ``fit`` takes, as a bool matrix over ``classes``, and the classes.
 
