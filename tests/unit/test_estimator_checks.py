@@ -16,13 +16,15 @@ from sklearn.utils.estimator_checks import check_estimator
 import pll
 
 # Defaults, except PL A-kNN's T = 50, which needs more training rows than the checks' data sets hold, and
-# Proden's epochs and networks, which only take longer.
+# Proden's epochs and networks, which only take longer.  The deep learners are seeded: not every check seeds
+# them, and a briefly trained network that happens to put every test row on one side of 1/2 passes
+# check_decision_proba_consistency, which they are listed to fail (ViPll did so in one full run here).
 ESTIMATORS = [pll.PlKnn(), pll.DstPll(), pll.PlAknn(max_neighbors=5), pll.Ipal(n_neighbors=5), pll.PlClassifier(),
-              pytest.param(pll.Proden(max_epochs=5, n_networks=2), marks=pytest.mark.deep),
-              pytest.param(pll.CroSel(max_epochs=6, warmup_epochs=3), marks=pytest.mark.deep),
-              pytest.param(pll.ViPll(max_epochs=10, pretrain_epochs=2), marks=pytest.mark.deep),
+              pytest.param(pll.Proden(max_epochs=5, n_networks=2, random_state=0), marks=pytest.mark.deep),
+              pytest.param(pll.CroSel(max_epochs=6, warmup_epochs=3, random_state=0), marks=pytest.mark.deep),
+              pytest.param(pll.ViPll(max_epochs=10, pretrain_epochs=2, random_state=0), marks=pytest.mark.deep),
               pytest.param(pll.SoftVoting([("proden", pll.Proden(max_epochs=5)),
-                                           ("vi_pll", pll.ViPll(max_epochs=10, pretrain_epochs=2))]),
+                                           ("vi_pll", pll.ViPll(max_epochs=10, pretrain_epochs=2))], random_state=0),
                            marks=pytest.mark.deep),
               pll.TrustScore(), pll.PlAknnPreprocessor()]
 
