@@ -172,7 +172,7 @@ def measure(params, seeds, datasets, clean_alpha=None, protocol="none", method="
                 S = cleaned_bags(X, S_train, clean_alpha, seed)
                 kept = S[np.arange(len(S)), y].mean()
                 bags.append((name, S_train.sum(axis=1).mean(), S.sum(axis=1).mean(), kept))
-            clf = METHODS[method](**params, random_state=seed).fit(X, S)
+            clf = METHODS[method](random_state=seed).set_params(**params).fit(X, S)
             seconds[name].append(time.perf_counter() - t0)
             accuracy[name].append(float((clf.predict(X_test) == y_test).mean()))
     return accuracy, seconds, bags
@@ -317,7 +317,7 @@ def main(argv=None):
             against_baseline(args.baseline, args.seeds, args.datasets, args.protocol)
         return
     variants = args.variants or ([*VARIANTS, *CLEANING] if args.method == "proden" else ["defaults"])
-    print(f"seeds {args.seeds}; protocol {args.protocol}; defaults: {METHODS[args.method]().get_params()}; "
+    print(f"seeds {args.seeds}; protocol {args.protocol}; defaults: {METHODS[args.method]().get_params(deep=False)}; "
           f"set: {args.params}")
     names = [Path(name).stem for name in args.datasets]
     print(f"| variant | {' | '.join(names)} | seconds a fit ({', '.join(names)}) | fit time ratio |\n"

@@ -35,7 +35,7 @@ def make_method(name, params=None, random_state=None):
     unknown = set(params) - set(cls().get_params())
     if unknown:
         raise InvalidParameterError(f"method {name!r} has no parameter(s) {', '.join(sorted(unknown))}")
-    estimator = cls(**params, random_state=random_state)
+    estimator = cls(random_state=random_state).set_params(**params)  # set_params: a member's ``name__parameter`` too
     check_params(estimator)
     return estimator
 

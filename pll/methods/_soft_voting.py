@@ -125,11 +125,28 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
         return default_members() if self.estimators is None else self.estimators
 
     def get_params(self, deep=True):
-        """The parameters; with ``deep`` and members given, each member and its parameters (``proden__max_epochs``)."""
-        return self._get_params("estimators", deep=deep) if self.estimators is not None else super().get_params(deep)
+        """The parameters; with ``deep``, each member (the default pair for None) and its parameters (``proden__max_epochs``)."""
+        params = super().get_params(deep=False)
+        try:
+            members = dict(self._members) if deep else {}
+        except (TypeError, ValueError):  # not (name, estimator) pairs: the fit's checks say so
+            members = {}
+        for name, member in members.items():
+            params[name] = member
+            if hasattr(member, "get_params"):
+                params.update({f"{name}__{key}": value for key, value in member.get_params(deep=True).items()})
+        return params
 
     def set_params(self, **params):
-        """Set parameters, a member's by ``name__parameter`` or a whole member by its name; returns self."""
+        """Set parameters, a member's by ``name__parameter`` or a whole member by its name; returns self.
+
+        With ``estimators=None``, naming a default member (``vi_pll__likelihood_weight``)
+        first sets ``estimators`` to the default pair, so that its members can be changed.
+        """
+        if params.get("estimators", self.estimators) is None and any(
+            key.split("__")[0] in dict(default_members()) for key in params
+        ):
+            self.estimators = default_members()
         self._set_params("estimators", **params)
         return self
 

@@ -85,16 +85,24 @@ def test_nested_parameters_clone_pickle_and_the_registry():
     assert dict(clf.estimators)["proden"].max_epochs == 2
     assert clone(clf).get_params()["proden__max_epochs"] == 2 and clone(clf).threshold == 0.5
     default = pll.SoftVoting()
-    assert default.get_params() == {"estimators": None, "threshold": 0.9, "conflict_margin": 0.2, "device": None,
-                                    "random_state": None}
+    assert default.get_params(deep=False) == {"estimators": None, "threshold": 0.9, "conflict_margin": 0.2,
+                                              "device": None, "random_state": None}
+    assert default.get_params()["vi_pll__likelihood_weight"] == pll.ViPll().likelihood_weight
+    default.set_params(threshold=0.7)
+    assert default.estimators is None and default.threshold == 0.7
+    default.set_params(vi_pll__likelihood_weight=25)
+    assert [(name, type(e)) for name, e in default.estimators] == [("proden", pll.Proden), ("vi_pll", pll.ViPll)]
+    assert dict(default.estimators)["vi_pll"].likelihood_weight == 25
     X, y, S = partial()
     fitted = clf.fit(X, S)
     again = pickle.loads(pickle.dumps(fitted))
     np.testing.assert_array_equal(again.predict_proba(X), fitted.predict_proba(X))
     est = make_method("soft_voting", {"threshold": 0.8}, random_state=4)
     assert isinstance(est, pll.SoftVoting) and est.random_state == 4 and est.estimators is None
-    with pytest.raises(InvalidParameterError, match="no parameter"):
-        make_method("soft_voting", {"proden__max_epochs": 3})
+    est = make_method("soft_voting", {"proden__max_epochs": 3}, random_state=4)
+    assert dict(est.estimators)["proden"].max_epochs == 3 and est.random_state == 4
+    with pytest.raises(InvalidParameterError, match="no parameter.*proden__epochs"):
+        make_method("soft_voting", {"proden__epochs": 3})
 
 
 def test_the_default_members_are_proden_and_vi_pll_with_their_defaults():
