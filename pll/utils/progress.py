@@ -105,17 +105,21 @@ def min_rows_from_env():
     return value
 
 
+_REPORTING: ContextVar[bool] = ContextVar("pll_progress_reporting", default=False)
+"""True while a loop of this context reports: loops inside it stay quiet.  Per context, not per listener, so that
+loops run side by side in threads that share a listener (:func:`contextvars.copy_context`) each report."""
+
+
 class _Listener:
-    """What :func:`reporting` installed; ``busy`` while one of its loops reports (loops inside it stay quiet)."""
+    """What :func:`reporting` installed: where the lines go, and when."""
 
     def __init__(self, callback, min_rows, every_seconds, clock, stop):
         self.callback, self.min_rows, self.every_seconds, self.clock = callback, min_rows, every_seconds, clock
         self.stop = stop
-        self.busy = False
 
     def follow(self, blocks, what):
         total = sum(b.stop - b.start for b in blocks)
-        if not (self.busy or total == 0):
+        if not (_REPORTING.get() or total == 0):
             blocks = self._report(blocks, what, total)
         return blocks if self.stop is None else self._stoppable(blocks, what)
 
@@ -127,7 +131,7 @@ class _Listener:
 
     def _report(self, blocks, what, total):
         """Lines every ``every_seconds``, and at the end of a loop of ``min_rows`` rows or of one that spoke."""
-        self.busy = True
+        _REPORTING.set(True)
         try:
             start = last = self.clock()
             done, spoke = 0, total >= self.min_rows
@@ -139,7 +143,7 @@ class _Listener:
                     last, spoke = now, True
                     self.callback(Progress(what, done, total, now - start))
         finally:
-            self.busy = False
+            _REPORTING.set(False)
 
 
 class Stopped(Exception):

@@ -160,6 +160,25 @@ def test_a_loop_inside_a_reporting_loop_stays_quiet():
                                                   ("after", 200)]
 
 
+def test_loops_side_by_side_in_threads_that_share_a_listener_each_report():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from contextvars import copy_context
+
+    found, listening = collect()
+    both_inside = threading.Barrier(2, timeout=10)
+
+    def loop(name):
+        for i, _ in enumerate(track(blocks(200, 100), name)):
+            if i == 0:
+                both_inside.wait()  # each loop is running when the other reports
+
+    with listening, ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(copy_context().run, loop, name) for name in ("left", "right")]:
+            future.result()
+    assert sorted((p.what, p.done) for p in found) == [("left", 100), ("left", 200), ("right", 100), ("right", 200)]
+
+
 def test_no_listener_no_work():
     row_slices = blocks(10**6, 1000)
     assert list(track(row_slices, "unheard")) == row_slices  # wrapped only to hear a stop request

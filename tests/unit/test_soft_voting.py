@@ -40,6 +40,27 @@ def test_the_probabilities_are_the_mean_of_the_members_each_as_fitted_alone():
     assert clf.estimators[0][1].random_state is None  # the parameter is not touched: its clone is seeded
 
 
+def test_members_fitted_side_by_side_give_the_same_model_and_report_their_progress():
+    import torch
+
+    from pll.utils.progress import reporting
+
+    X, _, S = partial()
+    alone = pll.SoftVoting(members(), random_state=3).fit(X, S)
+    threads_before = torch.get_num_threads()
+    lines = []
+    with reporting(lambda p: lines.append(str(p)), min_rows=0, every_seconds=0.0):
+        both = pll.SoftVoting(members(), n_jobs=-1, random_state=3).fit(X, S)
+    np.testing.assert_array_equal(both.predict_proba(X), alone.predict_proba(X))
+    np.testing.assert_array_equal(both.weights_, alone.weights_)
+    assert list(both.named_estimators_) == ["proden", "vi_pll"]
+    assert any(line.startswith("Proden network") for line in lines)
+    assert any(line.startswith("ViPll networks") for line in lines)
+    assert torch.get_num_threads() == threads_before
+    with pytest.raises(InvalidParameterError, match="'n_jobs' parameter of SoftVoting"):
+        pll.SoftVoting(members(), n_jobs=0).fit(X, S)
+
+
 def test_a_member_with_its_own_seed_keeps_it():
     X, _, S = partial()
     clf = pll.SoftVoting([("a", pll.Proden(max_epochs=3, random_state=7)), ("b", pll.Proden(max_epochs=3))],
@@ -86,7 +107,7 @@ def test_nested_parameters_clone_pickle_and_the_registry():
     assert clone(clf).get_params()["proden__max_epochs"] == 2 and clone(clf).threshold == 0.5
     default = pll.SoftVoting()
     assert default.get_params(deep=False) == {"estimators": None, "threshold": 0.9, "conflict_margin": 0.2,
-                                              "device": None, "random_state": None}
+                                              "device": None, "n_jobs": None, "random_state": None}
     assert default.get_params()["vi_pll__likelihood_weight"] == pll.ViPll().likelihood_weight
     default.set_params(threshold=0.7)
     assert default.estimators is None and default.threshold == 0.7
