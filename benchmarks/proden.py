@@ -183,14 +183,14 @@ def plain_epoch(model, X, S):
     import torch
     import torch.nn.functional as F
 
-    from pll.utils._mlp import Adam, Perceptron, as_tensor, torch_threads
+    from pll.utils._mlp import Adam, Perceptron, as_tensor, cpu_settings
 
     Z = as_tensor(model._scaled(X), "cpu")
     T = as_tensor(S / S.sum(axis=1, keepdims=True), "cpu")
     net = Perceptron(Z.shape[1], S.shape[1], model.hidden_layer_sizes, np.random.default_rng(0))
     optimiser, batch = Adam(net, model.alpha), model._batch(len(Z))
     t0 = time.perf_counter()
-    with torch_threads(1):
+    with cpu_settings(1):
         for start in range(0, len(Z) - batch + 1, batch):
             rows = slice(start, start + batch)
             net.zero_grad()

@@ -344,7 +344,7 @@ class CroSel(NetworkClassifier):
         """
         nets, device, X, bags = self._start_fit(X, S)
         n, Z = X.shape[0], self._scaled(X)
-        with nets.torch_threads(1):  # as Proden: deterministic on the CPU, and faster for small batches
+        with nets.cpu_settings(1):  # as Proden: deterministic on the CPU, and faster for small batches
             self.networks_, last, self.selected_shares_ = self._train(nets, Z, bags, device, seed_to_int(self.random_state))
         self.n_warmup_epochs_ = self._epochs(n)[0]
         self.weights_ = restricted(last, bags)

@@ -301,7 +301,7 @@ class Proden(NetworkClassifier):
         for k in range(self.n_networks):  # one network's weights at a time: n x l each
             # One thread: minibatch products are too small to share, and on two busy cores threads made a
             # bird-song network 12 times slower (measured with scikit-learn's perceptron).
-            with nets.torch_threads(1):
+            with nets.cpu_settings(1):
                 net, W, network_changes = self._train(nets, Z, Z_device, bags, start, seed, k)
             self.networks_.append(net)
             total += W

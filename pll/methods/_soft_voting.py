@@ -34,10 +34,10 @@ def one_torch_thread():
     with the process's setting, which is neither deterministic nor faster.
     """
     try:
-        from ..utils._mlp import torch_threads
+        from ..utils._mlp import cpu_settings
     except ModuleNotFoundError:
         return nullcontext()
-    return torch_threads(1)
+    return cpu_settings(1)
 
 
 def fit_side_by_side(members, X, S, n_workers):

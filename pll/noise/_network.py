@@ -95,7 +95,7 @@ class SquaredLossMLP(ClassifierMixin, BaseEstimator):
         net = nets.Perceptron(X.shape[1], self.classes_.size, tuple(widths), rng, dtype=np.float64)
         X_t = nets.as_tensor(X, "cpu", None)
         T_t = nets.as_tensor(np.eye(self.classes_.size)[y], "cpu", None)
-        with nets.torch_threads(1):
+        with nets.cpu_settings(1):
             for _ in range(self.epochs):
                 order = rng.permutation(X.shape[0])
                 for start in range(0, order.size, self.batch_size):

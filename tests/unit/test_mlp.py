@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch", reason="the networks need the deep extra (P
 
 from pll.errors import InvalidParameterError  # noqa: E402
 from pll.utils._deep import resolve_device  # noqa: E402
-from pll.utils._mlp import BN_EPS, Adam, Perceptron, as_tensor, one_cycle, torch_threads  # noqa: E402
+from pll.utils._mlp import BN_EPS, Adam, Perceptron, as_tensor, one_cycle, cpu_settings  # noqa: E402
 
 
 def modules_like(net):
@@ -152,13 +152,32 @@ def test_a_pickle_of_the_numpy_network_of_pll_0_2_loads():
     np.testing.assert_allclose(net.predict_proba(X), P / P.sum(axis=1, keepdims=True), rtol=1e-5)
 
 
+def test_cpu_settings_flush_subnormals_inside_and_restore_the_threads_and_the_flag_after():
+    def flushed():
+        return torch.tensor([1e-39]).mul(1.0).item() == 0.0
+
+    threads = torch.get_num_threads()
+    assert not flushed()
+    with cpu_settings(1):
+        assert flushed() and torch.get_num_threads() == 1
+        assert (torch.softmax(torch.tensor([[0.0, -95.0]]), dim=1)[0, 1] == 0).item()  # exp(-95): subnormal, so 0
+    assert not flushed() and torch.get_num_threads() == threads
+    torch.set_flush_denormal(True)
+    try:
+        with cpu_settings(1):
+            pass
+        assert flushed()  # a caller's own flag is kept
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def test_one_thread_training_is_deterministic():
     def train():
         net = Perceptron(8, 3, (16, 16), np.random.default_rng(7))
         opt = Adam(net, 1e-4)
         rng = np.random.default_rng(8)
         X, T = rng.normal(size=(64, 8)), rng.dirichlet(np.ones(3), 64)
-        with torch_threads(1):
+        with cpu_settings(1):
             for step in range(20):
                 rows = rng.permutation(64)[:16]
                 net.zero_grad()
