@@ -187,11 +187,11 @@ class Proden(NetworkClassifier):
     the epoch's order), the weights (``n × l`` float64, three copies while a
     network trains, and the epoch's targets in float32) and one minibatch's
     activations.  Measured at 1,000,000 rows × 32 features, 20 classes
-    (``benchmarks/proden.py --rows 1000000``, one thread, beside two other
-    benchmarks on both cores): 164 s for 5 epochs (of 3,906 steps of 256
-    rows), 2.22 GiB peak for the whole benchmark, every training row
-    disambiguated to its true label; 3.9 times one plain epoch of the same
-    network (the numpy network of pll 0.2: 244 s, 1.83 GiB).  On the
+    (``benchmarks/proden.py --rows 1000000``, one thread): 80 s for 5 epochs
+    (of 3,906 steps of 256 rows), 2.22 GiB peak for the whole benchmark,
+    every training row disambiguated to its true label; 4.7 times one plain
+    epoch of the same network (the numpy network of pll 0.2: 244 s, 1.83
+    GiB; before subnormal floats were flushed, 164 s).  On the
     real-world sets and the UCI grid's, a fit takes 0.91 times the CPU time of
     that numpy network (``benchmarks/proden.py --baseline 1f33d6a``).
 

@@ -82,8 +82,9 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
     gained 1.0 point over Proden on average (15 comparisons) and lost twice,
     on first-order-theorem, where VI-PLL alone is far below Proden (under
     instance-dependent noise 48.5 against 53.3 %).  It costs the members'
-    fits one after the other (bird-song: 20 s and 30 s), or side by side
-    with ``n_jobs``.
+    fits one after the other (bird-song: 20 s and 30 s; 1,000,000 rows ×
+    32 features × 20 classes: 164 s, 2.35 GiB peak), or side by side with
+    ``n_jobs=2`` (0.68 of the time on bird-song, 0.65 at 1,000,000 rows).
 
     The reject option is that of the other probability models: accept iff
     the mean's top probability is ``>= threshold``; reasons ``conflict``
