@@ -182,9 +182,20 @@ def model_metrics(fitted: FittedModel, model_id: str) -> list[Metric]:
     ]
 
 
+def holds_estimator(value) -> bool:
+    """Whether a parameter's value is an estimator, or a list or tuple that holds one (an ensemble's members)."""
+    if isinstance(value, (list, tuple)):
+        return any(holds_estimator(item) for item in value)
+    return hasattr(value, "get_params")
+
+
 def describe(fitted: FittedModel) -> dict:
-    """What the model records about itself: method, parameters, features, threshold, training data."""
-    params = {k: v for k, v in fitted.estimator.get_params().items() if k != "random_state"}
+    """What the model records about itself: method, parameters, features, threshold, training data.
+
+    The parameters are values only: a member's as ``name__parameter``, not the member itself.
+    """
+    params = {k: v for k, v in fitted.estimator.get_params().items()
+              if k != "random_state" and not holds_estimator(v)}
     return {
         "method": fitted.method,
         "method_params": params,

@@ -409,6 +409,23 @@ def test_round_trip_through_mlflow_in_a_fresh_process(store, tmp_path):
         assert set(after["label"]) <= set(CLASSES)
 
 
+def test_an_ensembles_member_parameters_are_recorded_by_name_and_the_members_are_not(store):
+    pytest.importorskip("torch", reason="SoftVoting's default members need the deep extra (PyTorch)")
+    import yaml
+
+    from pll_pipeline.tracking.models import describe
+
+    ds = synthetic()
+    params = {"proden__max_epochs": 2, "vi_pll__max_epochs": 2, "vi_pll__pretrain_epochs": 1}
+    fitted = fit_model(ds, "soft_voting", params, random_state=0)
+    recorded = describe(fitted)["method_params"]
+    assert {k: recorded[k] for k in params} == params and recorded["vi_pll__likelihood_weight"] == 10.0
+    assert not {"estimators", "proden", "vi_pll"} & set(recorded)
+    assert yaml.safe_load(yaml.safe_dump(recorded)) == json.loads(json.dumps(recorded))
+    _, out = log_fitted(store, fitted, ds)
+    assert MlflowClient(store).get_logged_model(out["model_id"]).params["method"] == "soft_voting"
+
+
 def test_logged_model_records_signature_example_fingerprint_threshold_and_registry(store):
     ds = synthetic()
     fitted = fit_model(ds, "pl_knn", {"n_neighbors": 5}, random_state=0)
