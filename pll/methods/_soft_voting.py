@@ -168,7 +168,7 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
         return default_members() if self.estimators is None else self.estimators
 
     def get_params(self, deep=True):
-        """The parameters; with ``deep``, each member (the default pair for None) and its parameters (``proden__max_epochs``)."""
+        """The parameters; with ``deep``, each member (the default pair for None) and its own (``proden__alpha``)."""
         params = super().get_params(deep=False)
         try:
             members = dict(self._members) if deep else {}
@@ -186,10 +186,11 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
         With ``estimators=None``, naming a default member (``vi_pll__likelihood_weight``)
         first sets ``estimators`` to the default pair, so that its members can be changed.
         """
-        if params.get("estimators", self.estimators) is None and any(
-            key.split("__")[0] in dict(default_members()) for key in params
-        ):
-            self.estimators = default_members()
+        if params.get("estimators", self.estimators) is None:
+            defaults = default_members()
+            names = {name for name, _ in defaults}
+            if any(key.split("__")[0] in names for key in params):
+                self.estimators = defaults
         self._set_params("estimators", **params)
         return self
 
@@ -249,9 +250,8 @@ class SoftVoting(_BaseComposition, BagWeightClassifier):
                 member.set_params(device=self.device)
             names.append(name)
             members.append(member)
-        n_workers = max(1, min(effective_n_jobs(self.n_jobs), len(members)))
-        # over columns 0..l-1: classes_ maps them
-        self.estimators_ = fit_side_by_side(members, X, S_train, n_workers)
+        n_workers = min(effective_n_jobs(self.n_jobs), len(members))
+        self.estimators_ = fit_side_by_side(members, X, S_train, n_workers)  # over columns 0..l-1: classes_ maps them
         self.named_estimators_ = dict(zip(names, self.estimators_))
         self.S_train_, self.classes_, self.n_classes_ = S_train, classes, len(classes)
         bags = empty_as_all(S_train)
