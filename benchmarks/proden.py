@@ -267,7 +267,7 @@ def against_baseline(revision, seeds, datasets, protocol):
 
 
 def at_scale(n_rows, method="proden", params=None):
-    """``method`` on ``n_rows`` synthetic rows: seconds, peak memory, disambiguation; Proden's ratio to one plain epoch."""
+    """``method`` on ``n_rows`` synthetic rows: seconds, peak memory, disambiguation, Proden vs. a plain epoch."""
     from pll.data.synthetic import make_partial_label_table
     from pll.utils.progress import reporting
 
@@ -306,7 +306,8 @@ def main(argv=None):
     parser.add_argument("--params", type=json.loads, default={}, metavar="JSON",
                         help="parameters of the method set on top of each variant's, e.g. the settings a paper's "
                              "script gives one data set: '{\"likelihood_weight\": 25, \"prior_weight\": 2}'")
-    parser.add_argument("--rows", type=int, default=None, help="measure the method (its defaults, or --params) at scale instead")
+    parser.add_argument("--rows", type=int, default=None,
+                        help="measure the method (its defaults, or --params) at scale instead")
     parser.add_argument("--baseline", metavar="REVISION", default=None,
                         help="compare Proden's defaults with those of a git revision (e.g. the numpy network's "
                              "1f33d6a) on the data sets, the UCI grid's with --datasets")

@@ -40,6 +40,11 @@ def init_linear(rng, fan_in, fan_out):
     return rng.uniform(-bound, bound, (fan_in, fan_out)), rng.uniform(-bound, bound, fan_out)
 
 
+def subnormals_flushed():
+    """Whether this thread flushes subnormal floats to zero: PyTorch sets the flag but has no getter, so a probe."""
+    return torch.tensor([1e-39]).mul(1.0).item() == 0.0
+
+
 @contextmanager
 def cpu_settings(threads=1):
     """PyTorch's CPU settings for a fit, restored after: ``threads`` threads, and subnormal floats flushed to zero.
@@ -51,8 +56,7 @@ def cpu_settings(threads=1):
     tens of times slower; PRODEN at 1,000,000 rows slowed to a twentieth of
     its speed from its third epoch on.  The flag belongs to the calling thread.
     """
-    before = torch.get_num_threads()
-    flushing = torch.tensor([1e-39]).mul(1.0).item() == 0.0  # the thread's flag before: PyTorch has no getter
+    before, flushing = torch.get_num_threads(), subnormals_flushed()
     torch.set_num_threads(threads)
     torch.set_flush_denormal(True)
     try:

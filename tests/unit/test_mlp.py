@@ -12,7 +12,9 @@ torch = pytest.importorskip("torch", reason="the networks need the deep extra (P
 
 from pll.errors import InvalidParameterError  # noqa: E402
 from pll.utils._deep import resolve_device  # noqa: E402
-from pll.utils._mlp import BN_EPS, Adam, Perceptron, as_tensor, one_cycle, cpu_settings  # noqa: E402
+from pll.utils._mlp import (  # noqa: E402
+    BN_EPS, Adam, Perceptron, as_tensor, cpu_settings, one_cycle, subnormals_flushed,
+)
 
 
 def modules_like(net):
@@ -153,20 +155,17 @@ def test_a_pickle_of_the_numpy_network_of_pll_0_2_loads():
 
 
 def test_cpu_settings_flush_subnormals_inside_and_restore_the_threads_and_the_flag_after():
-    def flushed():
-        return torch.tensor([1e-39]).mul(1.0).item() == 0.0
-
     threads = torch.get_num_threads()
-    assert not flushed()
+    assert not subnormals_flushed()
     with cpu_settings(1):
-        assert flushed() and torch.get_num_threads() == 1
+        assert subnormals_flushed() and torch.get_num_threads() == 1
         assert (torch.softmax(torch.tensor([[0.0, -95.0]]), dim=1)[0, 1] == 0).item()  # exp(-95): subnormal, so 0
-    assert not flushed() and torch.get_num_threads() == threads
+    assert not subnormals_flushed() and torch.get_num_threads() == threads
     torch.set_flush_denormal(True)
     try:
         with cpu_settings(1):
             pass
-        assert flushed()  # a caller's own flag is kept
+        assert subnormals_flushed()  # a caller's own flag is kept
     finally:
         torch.set_flush_denormal(False)
 
